@@ -1,0 +1,84 @@
+// Package solver parses, validates and solves 9x9 Sudoku puzzles.
+//
+// It is a pure library: standard library only, no I/O, no logging, no
+// global state. Every function is safe for concurrent use.
+//
+// The solver is a recursive backtracker over bitset candidates (one 27-bit
+// word per digit and band), with constraint propagation between guesses
+// (naked singles, hidden singles, locked candidates) and branching on the
+// most constrained cell. See solve.go for the details.
+package solver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Grid is a Sudoku grid: 81 cells in row-major order (cell 0 is r1c1,
+// cell 80 is r9c9). A cell holds 0 for a blank and 1-9 for a digit.
+//
+// A Grid made by Parse is valid: no digit repeats in a row, column or box.
+// A Grid made by hand may not be; Solve validates it first.
+type Grid [81]uint8
+
+// String returns the canonical 81-character form of the grid: row by row,
+// '1'-'9' for a digit and '.' for a blank.
+func (g *Grid) String() string {
+	var b [81]byte
+	for i, v := range g {
+		if v == 0 {
+			b[i] = '.'
+		} else {
+			b[i] = '0' + v
+		}
+	}
+	return string(b[:])
+}
+
+// Digits returns the grid as 81 digits, '0' for a blank; for a solved grid
+// this is the usual one-line form of a solution.
+func (g *Grid) Digits() string {
+	var b [81]byte
+	for i, v := range g {
+		b[i] = '0' + v
+	}
+	return string(b[:])
+}
+
+// Givens returns the number of filled cells.
+func (g *Grid) Givens() int {
+	n := 0
+	for _, v := range g {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Key returns the grid's cache key: the lower-case hex SHA-256 of its
+// canonical form (String). Every input format of the same puzzle, and '0'
+// or '.' for blanks, gives the same key. It is 64 characters long.
+func (g *Grid) Key() string {
+	sum := sha256.Sum256([]byte(g.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// IsKey reports whether s has the form of a key returned by Key.
+func IsKey(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CellName returns the r1c1 name of cell i (0-80), e.g. "r3c7".
+func CellName(i int) string {
+	return "r" + string(rune('1'+i/9)) + "c" + string(rune('1'+i%9))
+}
