@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
 )
 
 // Status is the outcome of solving a valid puzzle.
@@ -91,21 +92,44 @@ const ctxCheckEvery = 1024
 // Solve solves g. It validates g first (a repeated digit returns the
 // *ParseError of Validate). It stops when the node budget runs out
 // (*GaveUpError) or ctx is done (ctx.Err(), wrapped); the Result then still
-// holds the statistics so far. It allocates nothing while searching.
+// holds the statistics so far. It is safe for concurrent use; a loop that
+// solves many puzzles on one goroutine may keep a Solver instead.
 func Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
+	sv := pool.Get().(*Solver)
+	defer pool.Put(sv)
+	return sv.Solve(ctx, g, opts)
+}
+
+var pool = sync.Pool{New: func() any { return new(Solver) }}
+
+// Solver holds the memory of one search (a few kilobytes: a copy of the
+// position per level of the search tree), so that solving allocates
+// nothing. The zero value is ready to use. A Solver is not safe for
+// concurrent use; give each goroutine its own.
+type Solver struct {
+	e engine
+}
+
+// Solve is like the package-level Solve, reusing s's memory.
+func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
 	if err := g.Validate(); err != nil {
 		return Result{}, err
 	}
-	e := engine{limit: 2, maxNodes: opts.MaxNodes, ctx: ctx}
+	e := &sv.e
+	*e = engine{limit: 2, maxNodes: opts.MaxNodes, ctx: ctx, stack: e.stack}
 	if opts.FirstSolution {
 		e.limit = 1
 	}
 	if e.maxNodes == 0 {
 		e.maxNodes = DefaultMaxNodes
 	}
-	var s state
+	if e.stack == nil {
+		e.stack = new([maxDepth]state)
+	}
+	s := &e.stack[0]
 	s.init(g)
-	e.search(&s)
+	e.search(s, 1)
+	e.ctx = nil
 	res := Result{Guesses: e.guesses, Nodes: e.nodes, Solution: e.solution}
 	switch {
 	case e.err != nil:
@@ -122,7 +146,12 @@ func Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
 	return res, nil
 }
 
-// engine holds one search: its limits, counters and the first solution.
+// maxDepth bounds the depth of the search tree: every level places at
+// least one more cell.
+const maxDepth = 82
+
+// engine holds one search: its limits, counters, the first solution and
+// the positions of the current path through the search tree.
 type engine struct {
 	ctx      context.Context
 	limit    int   // stop after this many solutions
@@ -132,6 +161,7 @@ type engine struct {
 	guesses  int64
 	err      error // set when the search was cut short
 	solution Grid
+	stack    *[maxDepth]state
 }
 
 // state is one position of the search. The candidates are kept per digit
@@ -143,13 +173,16 @@ type state struct {
 	cand     [27]uint32
 	prev     [27]uint32
 	unsolved [3]uint32 // cells whose digit is not yet known, per band
+	dirty    uint32    // bit i: cand[i] may have changed since it was looked at
 }
 
 // init sets up the position of the givens of g.
 func (s *state) init(g *Grid) {
 	for i := range s.cand {
 		s.cand[i] = 0x7ffffff
+		s.prev[i] = 0 // differs from every live word: all get looked at
 	}
+	s.dirty = 1<<27 - 1
 	s.unsolved = [3]uint32{0x7ffffff, 0x7ffffff, 0x7ffffff}
 	for i, v := range g {
 		if v != 0 {
@@ -173,6 +206,7 @@ func (s *state) place(d, b int, p uint32) {
 	s.cand[i+1] &^= col
 	s.cand[i+2] &^= col
 	s.cand[i+b] = s.cand[i+b]&keepOnPlace[p] | bit
+	s.dirty |= bandWords<<b | 7<<i
 }
 
 // propagate applies the constraints until nothing changes. It reports
@@ -183,6 +217,13 @@ func (s *state) propagate() bool {
 			return false
 		}
 		placed, ok := s.nakedSingles()
+		if !ok {
+			return false
+		}
+		if placed {
+			continue
+		}
+		placed, ok = s.stacks()
 		if !ok {
 			return false
 		}
@@ -200,62 +241,71 @@ func (s *state) propagate() bool {
 //   - a row left with one cell is a solved cell (hidden single in the row):
 //     the cell is cleared from the other digits and its column from d's
 //     other two bands.
+//
+// The words to look at are the bits of s.dirty; a word marked dirty whose
+// value has not changed since it was last looked at is skipped.
 func (s *state) propagateBands() bool {
-	for {
-		changed := false
-		for d := 0; d < 27; d += 3 {
-			for b := 0; b < 3; b++ {
-				i := d + b
-				x := s.cand[i]
-				if x == s.prev[i] {
-					continue
-				}
-				changed = true
-				x &= bandMask[shrink(x)]
-				if x == 0 {
-					return false
-				}
-				s.cand[i], s.prev[i] = x, x
-				// Rows of the band that hold exactly one cell.
-				var single uint32
-				if r := x & 0x1ff; r&(r-1) == 0 {
-					single |= r
-				}
-				if r := x & (0x1ff << 9); r&(r-1) == 0 {
-					single |= r
-				}
-				if r := x & (0x1ff << 18); r&(r-1) == 0 {
-					single |= r
-				}
-				solved := single & s.unsolved[b]
-				if solved == 0 {
-					continue
-				}
-				s.unsolved[b] &^= solved
-				for j := b; j < 27; j += 3 {
-					s.cand[j] &^= solved
-				}
-				s.cand[i] = x
-				s.prev[i] = x
-				col := colsMask(columnsOf(solved))
-				switch b {
-				case 0:
-					s.cand[d+1] &^= col
-					s.cand[d+2] &^= col
-				case 1:
-					s.cand[d] &^= col
-					s.cand[d+2] &^= col
-				default:
-					s.cand[d] &^= col
-					s.cand[d+1] &^= col
-				}
-			}
+	dirty := s.dirty
+	for dirty != 0 {
+		i := bits.TrailingZeros32(dirty)
+		dirty &= dirty - 1
+		x := s.cand[i]
+		if x == s.prev[i] {
+			continue
 		}
-		if !changed {
-			return true
+		x &= bandMask[shrink(x)]
+		if x == 0 {
+			s.dirty = 0
+			return false
 		}
+		s.cand[i], s.prev[i] = x, x
+		// Rows of the band that hold exactly one cell.
+		var single uint32
+		if r := x & 0x1ff; r&(r-1) == 0 {
+			single |= r
+		}
+		if r := x & (0x1ff << 9); r&(r-1) == 0 {
+			single |= r
+		}
+		if r := x & (0x1ff << 18); r&(r-1) == 0 {
+			single |= r
+		}
+		b := int(bandOf[i])
+		solved := single & s.unsolved[b]
+		if solved == 0 {
+			continue
+		}
+		s.unsolved[b] &^= solved
+		for j := b; j < 27; j += 3 {
+			s.cand[j] &^= solved
+		}
+		s.cand[i] = x
+		s.prev[i] = x
+		col := colsMask(columnsOf(solved))
+		d := i - b
+		switch b {
+		case 0:
+			s.cand[d+1] &^= col
+			s.cand[d+2] &^= col
+		case 1:
+			s.cand[d] &^= col
+			s.cand[d+2] &^= col
+		default:
+			s.cand[d] &^= col
+			s.cand[d+1] &^= col
+		}
+		dirty |= bandWords<<b | 7<<d
 	}
+	s.dirty = 0
+	return true
 }
+
+// bandOf[i] is the band of word i.
+var bandOf = [27]uint8{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}
+
+// bandWords has the bits of the nine words of band 0 in state.dirty; shift
+// it by b for band b.
+const bandWords = 0x1249249
 
 // nakedSingles places every unsolved cell that has one candidate left. It
 // reports whether it placed any, and false for ok on a contradiction (a
@@ -298,9 +348,39 @@ func (s *state) nakedSingles() (placed, ok bool) {
 	return placed, true
 }
 
+// stacks applies, for each digit, the rule of bandMask to the three boxes
+// of each stack (a column of boxes): in a stack the digit sits once in each
+// band and once in each column. This gives locked candidates between boxes
+// and columns, and hidden singles in columns. It reports whether it removed
+// any candidate, and false for ok on a contradiction.
+func (s *state) stacks() (changed, ok bool) {
+	for d := 0; d < 27; d += 3 {
+		x0, x1, x2 := s.cand[d], s.cand[d+1], s.cand[d+2]
+		c0, c1, c2 := columnsOf(x0), columnsOf(x1), columnsOf(x2)
+		var k0, k1, k2 uint32
+		for sh := uint32(0); sh < 9; sh += 3 {
+			a := stackKeep[c0>>sh&7|(c1>>sh&7)<<3|(c2>>sh&7)<<6]
+			if a == 0 {
+				return false, false
+			}
+			k0 |= (a & 7) << sh
+			k1 |= (a >> 3 & 7) << sh
+			k2 |= (a >> 6) << sh
+		}
+		if k0 != c0 || k1 != c1 || k2 != c2 {
+			s.cand[d] = x0 & colsMask(k0)
+			s.cand[d+1] = x1 & colsMask(k1)
+			s.cand[d+2] = x2 & colsMask(k2)
+			s.dirty |= 7 << d
+			changed = true
+		}
+	}
+	return changed, true
+}
+
 // search propagates s and, if it is neither solved nor contradictory,
 // branches on the cell with the fewest candidates.
-func (e *engine) search(s *state) {
+func (e *engine) search(s *state, depth int) {
 	e.nodes++
 	if e.nodes&(ctxCheckEvery-1) == 0 {
 		if e.maxNodes >= 0 && e.nodes > e.maxNodes {
@@ -334,15 +414,16 @@ func (e *engine) search(s *state) {
 		}
 	}
 	for k := 0; k < n-1; k++ {
-		next := *s
+		next := &e.stack[depth]
+		*next = *s
 		next.place(int(digits[k]), b, p)
-		e.search(&next)
+		e.search(next, depth+1)
 		if e.found >= e.limit || e.err != nil {
 			return
 		}
 	}
 	s.place(int(digits[n-1]), b, p)
-	e.search(s)
+	e.search(s, depth)
 }
 
 // branchCell picks the unsolved cell to branch on: the first cell with two

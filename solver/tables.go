@@ -22,6 +22,12 @@ var (
 	// a contradiction.
 	bandMask [512]uint32
 
+	// stackKeep is bandMask turned sideways, for the three boxes of a stack:
+	// bit b*3+j of its index says whether band b holds a candidate in the
+	// stack's column j, and the entry keeps the bits that some permutation
+	// (one column per band, one band per column) made of them uses.
+	stackKeep [512]uint32
+
 	// keepOnPlace[p] is the band mask that keeps cell p and clears every other
 	// cell of p's row and box: placing a digit at p.
 	keepOnPlace [27]uint32
@@ -61,6 +67,7 @@ func init() {
 				keep |= m
 			}
 		}
+		stackKeep[s] = keep
 		var cells uint32
 		for i := uint32(0); i < 9; i++ {
 			if keep&(1<<i) != 0 {
@@ -73,7 +80,7 @@ func init() {
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
 		var m uint32 = 0x7ffffff
-		m &^= 0x1ff << (9 * r)        // the row
+		m &^= 0x1ff << (9 * r)           // the row
 		m &^= colsMask(7 << (c / 3 * 3)) // the box
 		keepOnPlace[p] = m | 1<<p
 	}
