@@ -382,11 +382,11 @@ func (s *state) stacks() (changed, ok bool) {
 // branches on the cell with the fewest candidates.
 func (e *engine) search(s *state, depth int) {
 	e.nodes++
+	if e.nodes > e.maxNodes && e.maxNodes >= 0 {
+		e.err = &GaveUpError{Nodes: e.nodes - 1, Guesses: e.guesses}
+		return
+	}
 	if e.nodes&(ctxCheckEvery-1) == 0 {
-		if e.maxNodes >= 0 && e.nodes > e.maxNodes {
-			e.err = &GaveUpError{Nodes: e.nodes, Guesses: e.guesses}
-			return
-		}
 		if err := e.ctx.Err(); err != nil {
 			e.err = fmt.Errorf("solver: stopped after %d nodes: %w", e.nodes, err)
 			return

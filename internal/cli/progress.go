@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progress shows a progress bar of puzzles done on a terminal: done/total,
+// rate and time left when the total is known, a spinner with the count and
+// rate otherwise. A nil *progress shows nothing, so callers need not check
+// whether there is a terminal. Its methods are safe for concurrent use.
+type progress struct {
+	bar *progressbar.ProgressBar
+}
+
+// newProgress returns a progress bar on w when w is a terminal, else nil.
+// total is the number of puzzles expected, or -1 when unknown.
+func newProgress(w io.Writer, description string, total int) *progress {
+	if !isTerminal(w) {
+		return nil
+	}
+	if total == 0 {
+		total = -1
+	}
+	bar := progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(description),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("puzzles"),
+		progressbar.OptionSetPredictTime(total > 0),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetRenderBlankState(true),
+	)
+	return &progress{bar: bar}
+}
+
+// Set shows done puzzles done.
+func (p *progress) Set(done int) {
+	if p == nil {
+		return
+	}
+	// The only errors say the count went past a total counted beforehand
+	// (the file grew); the bar is a hint, not worth failing for.
+	_ = p.bar.Set(done)
+}
+
+// Close removes the bar from the terminal, so that the lines printed next
+// start on a clean line.
+func (p *progress) Close() {
+	if p == nil {
+		return
+	}
+	_ = p.bar.Finish()
+	_ = p.bar.Clear()
+}

@@ -1,0 +1,67 @@
+// Package cli implements the sudoku command line with cobra: the root
+// command here, each subcommand in a file of its own (solve.go, ...), and
+// the mapping of errors to exit statuses in exit.go.
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// subcommands holds the constructor of every subcommand. Each command's
+// file appends its own from an init function, so that adding a command
+// touches no other file.
+var subcommands []func() *cobra.Command
+
+// addCommand registers the constructor of a subcommand of sudoku.
+func addCommand(newCmd func() *cobra.Command) {
+	subcommands = append(subcommands, newCmd)
+}
+
+// NewRootCmd returns a new sudoku command with every subcommand. Its
+// errors are not printed by cobra: Run prints them and picks the exit
+// status.
+func NewRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sudoku",
+		Short: "Solve Sudoku puzzles in bulk",
+		Long: `sudoku solves Sudoku puzzles in bulk: in this process with
+'sudoku solve --local', or through a NATS JetStream queue and a pool of
+workers that cache their results in Redis.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Children inherit this: every bad flag is a usage error (exit 2).
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: ExitUsage, err: err}
+	})
+	for _, newCmd := range subcommands {
+		root.AddCommand(newCmd())
+	}
+	return root
+}
+
+// Execute runs the sudoku command line on the process's arguments and
+// standard streams and returns the exit status. ctx should be cancelled
+// on an interrupt (SIGINT, SIGTERM).
+func Execute(ctx context.Context) int {
+	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// Run runs the sudoku command line with args (without the program name)
+// and the given streams, and returns the exit status (see ExitOK and the
+// other Exit constants). Errors are printed on stderr. Tests drive the CLI
+// through Run, in-process.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := NewRootCmd()
+	markRunErrors(root)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitStatus(ctx, cmd, err, stderr)
+}

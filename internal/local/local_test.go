@@ -1,0 +1,228 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+)
+
+// Puzzles of every outcome. The 17-given puzzles are unique; removing a
+// given from one leaves several solutions (they are minimal); adding a
+// given that differs from its solution, without repeating a digit, leaves
+// none.
+var cases = []struct {
+	text string
+	want result.Status
+}{
+	{puzzle17, result.StatusUnique},
+	{".................1.....2.3......3.2...4....5...6.1.....3......6.7..8...952.7.....", result.StatusUnique},
+	{".................1.....2.3......425...6.......17....8.....7...64...6....9..8...1.", result.StatusUnique},
+	{"................. .....2.3......3.2...1.4......5....6..3......4.7..8...962...7...", result.StatusInvalid}, // 80 cells
+	{"..................\t....2.3......3.2...1.4......5....6..3......4.7..8...962...7...", result.StatusInvalid},
+	{"11...............1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7...", result.StatusInvalid}, // repeated 1
+	{strings.Repeat("1", input.MaxLineLen+1), result.StatusInvalid},
+	{".........................2.3......3.2...1.4......5....6..3......4.7..8...962...7...", result.StatusInvalid}, // 83 cells
+	{withCell(puzzle17, 17, '.'), result.StatusMultiple},
+	{withCell(puzzle17, 0, '1'), result.StatusNone}, // the solution has 9 in r1c1
+}
+
+// puzzle17 is cases[0].
+const puzzle17 = ".................1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7..."
+
+// withCell returns puzzle with cell i set to c.
+func withCell(puzzle string, i int, c byte) string {
+	b := []byte(puzzle)
+	b[i] = c
+	return string(b)
+}
+
+// makeInput returns an input of n puzzle lines cycling through cases, with
+// comments and blank lines between them, and the case index of each input
+// line (-1 for a skipped line).
+func makeInput(n int) (string, []int) {
+	var b strings.Builder
+	kinds := []int{-1} // line numbers start at 1
+	for i := range n {
+		switch i % 7 {
+		case 3:
+			b.WriteString("# a comment\n")
+			kinds = append(kinds, -1)
+		case 5:
+			b.WriteString("  \r\n")
+			kinds = append(kinds, -1)
+		}
+		k := i * 7 % len(cases)
+		b.WriteString(cases[k].text)
+		b.WriteString("\r\n")
+		kinds = append(kinds, k)
+	}
+	return b.String(), kinds
+}
+
+// checkSolution fails unless sol is a complete valid grid that keeps every
+// given of puzzle.
+func checkSolution(t *testing.T, puzzle, sol string) {
+	t.Helper()
+	if len(sol) != 81 {
+		t.Fatalf("solution %q is not 81 digits", sol)
+	}
+	var rows, cols, boxes [9]uint16
+	for i := range 81 {
+		c := sol[i]
+		if c < '1' || c > '9' {
+			t.Fatalf("solution %q: bad digit %q", sol, c)
+		}
+		if p := puzzle[i]; p != '.' && p != '0' && p != c {
+			t.Fatalf("solution %s does not keep the givens of %s", sol, puzzle)
+		}
+		bit := uint16(1) << (c - '0')
+		r, col := i/9, i%9
+		for _, u := range []*uint16{&rows[r], &cols[col], &boxes[r/3*3+col/3]} {
+			if *u&bit != 0 {
+				t.Fatalf("solution %s repeats %c around cell %d", sol, c, i)
+			}
+			*u |= bit
+		}
+	}
+}
+
+func TestRun(t *testing.T) {
+	text, kinds := makeInput(2000)
+	for _, workers := range []int{1, 4} {
+		t.Run(fmt.Sprintf("workers=%d keeps input order", workers), func(t *testing.T) {
+			var got []result.Result
+			var progress []int
+			err := Run(context.Background(), input.NewReader(strings.NewReader(text)),
+				func(r result.Result) error { got = append(got, r); return nil },
+				Options{Workers: workers, Progress: func(n int) { progress = append(progress, n) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2000 {
+				t.Fatalf("got %d results, want 2000", len(got))
+			}
+			if len(progress) == 0 || progress[len(progress)-1] != 2000 {
+				t.Errorf("progress ends at %v, want 2000", progress[max(0, len(progress)-1):])
+			}
+			line := 0
+			for _, r := range got {
+				if r.Line <= line {
+					t.Fatalf("result for line %d after line %d", r.Line, line)
+				}
+				for line++; kinds[line] < 0; line++ { // skipped lines give nothing
+				}
+				if r.Line != line {
+					t.Fatalf("result for line %d, want line %d", r.Line, line)
+				}
+				c := cases[kinds[line]]
+				if r.Status != c.want {
+					t.Fatalf("line %d: status %s (%s), want %s", line, r.Status, r.Error, c.want)
+				}
+				if r.Status == result.StatusUnique || r.Status == result.StatusMultiple {
+					checkSolution(t, c.text, r.Solution)
+				}
+			}
+		})
+	}
+}
+
+func TestRunFirstSolution(t *testing.T) {
+	var got []result.Result
+	in := cases[0].text + "\n" + cases[8].text + "\n"
+	err := Run(context.Background(), input.NewReader(strings.NewReader(in)),
+		func(r result.Result) error { got = append(got, r); return nil },
+		Options{FirstSolution: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Status != result.StatusSolved || got[1].Status != result.StatusSolved {
+		t.Fatalf("got %+v, want two solved results", got)
+	}
+	checkSolution(t, cases[0].text, got[0].Solution)
+	checkSolution(t, cases[8].text, got[1].Solution)
+}
+
+func TestRunStops(t *testing.T) {
+	text, _ := makeInput(5000)
+	boom := errors.New("boom")
+
+	t.Run("context canceled: a prefix in order, then the context error", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var got []result.Result
+		err := Run(ctx, input.NewReader(strings.NewReader(text)), func(r result.Result) error {
+			got = append(got, r)
+			if len(got) == 100 {
+				cancel()
+			}
+			return nil
+		}, Options{Workers: 4})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v, want context.Canceled", err)
+		}
+		if len(got) < 100 || len(got) >= 5000 {
+			t.Fatalf("got %d results, want a prefix of at least 100", len(got))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Line <= got[i-1].Line {
+				t.Fatalf("out of order: line %d after %d", got[i].Line, got[i-1].Line)
+			}
+			if got[i].Status == result.StatusGaveUp {
+				t.Fatalf("line %d: a search cut short was passed on: %s", got[i].Line, got[i].Error)
+			}
+		}
+	})
+
+	t.Run("out fails: its error", func(t *testing.T) {
+		n := 0
+		err := Run(context.Background(), input.NewReader(strings.NewReader(text)), func(r result.Result) error {
+			if n++; n == 50 {
+				return boom
+			}
+			return nil
+		}, Options{Workers: 4})
+		if !errors.Is(err, boom) || n != 50 {
+			t.Fatalf("Run = %v after %d results, want boom after 50", err, n)
+		}
+	})
+
+	t.Run("read error: every result before it, then the error", func(t *testing.T) {
+		in := io.MultiReader(strings.NewReader(strings.Repeat(cases[0].text+"\n", 300)), iotest.ErrReader(boom))
+		n := 0
+		err := Run(context.Background(), input.NewReader(in), func(r result.Result) error { n++; return nil }, Options{Workers: 2})
+		if !errors.Is(err, boom) || n != 300 {
+			t.Fatalf("Run = %v after %d results, want boom after 300", err, n)
+		}
+	})
+}
+
+// BenchmarkSolveLocal solves ../shared/data/17_clue.txt (skipped when
+// absent) with Run on every core, one whole file per iteration, and
+// reports the time per puzzle and the throughput.
+func BenchmarkSolveLocal(b *testing.B) {
+	data, err := os.ReadFile("../../../shared/data/17_clue.txt")
+	if err != nil {
+		b.Skipf("17_clue.txt not found (needs ../shared/data beside the checkout): %v", err)
+	}
+	n := 0
+	for b.Loop() {
+		n = 0
+		err := Run(context.Background(), input.NewReader(bytes.NewReader(data)),
+			func(result.Result) error { n++; return nil }, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	total := float64(n) * float64(b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/puzzle")
+	b.ReportMetric(total/b.Elapsed().Seconds(), "puzzles/s")
+}
