@@ -10,11 +10,14 @@ type ErrorKind uint8
 
 // The kinds of ParseError.
 const (
-	// CellCount: the input does not hold exactly 81 cells (ParseError.Cells
-	// says how many it does hold, counting up to 82 at most).
+	// CellCount: the input does not hold exactly 81 cells. ParseError.Cells
+	// says how many it does hold, counting up to 82 at most. When Line is
+	// set, the input is a grid of several lines and Cells counts the cells
+	// of line Line, which should hold 9.
 	CellCount ErrorKind = iota + 1
 	// BadChar: a character that is neither a digit, a blank ('.' or '0')
-	// nor, in the grid format, a separator (ParseError.Char, Line, Col).
+	// nor a separator where one is allowed (ParseError.Char, Line, Col, and
+	// Cell, which is -1 when the character comes after the 81st cell).
 	BadChar
 	// Conflict: a given repeats in a row, column or box (ParseError.Digit,
 	// Unit, Cell and Cell2).
@@ -41,6 +44,7 @@ const (
 	Box
 )
 
+// String returns "row", "column" or "box".
 func (u UnitKind) String() string {
 	switch u {
 	case Row:
@@ -59,27 +63,33 @@ func (u UnitKind) String() string {
 // 0-80, printed in r1c1 notation.
 type ParseError struct {
 	Kind  ErrorKind
-	Line  int  // line of the bad character (BadChar)
+	Line  int  // line of the bad character (BadChar) or of the bad grid line (CellCount, 0 for the whole input)
 	Col   int  // column of the bad character (BadChar)
-	Char  rune // the bad character (BadChar)
-	Cells int  // cells found (CellCount)
-	Cell  int  // the cell (BadChar: the cell it would have filled; Conflict: the first of the two)
+	Char  rune // the bad character (BadChar; utf8.RuneError for invalid UTF-8)
+	Cells int  // cells found (CellCount), at most 82
+	Cell  int  // the cell (BadChar: the cell it would have filled, or -1 past the last; Conflict: the first of the two)
 	Cell2 int  // Conflict: the second cell
 	Digit int  // Conflict, BadDigit: the digit
 	Unit  UnitKind
 	Len   int // TooLong: the input's length in bytes
 }
 
+// Error says what is wrong and where, naming lines and columns of the input
+// and cells in r1c1 notation, prefixed with "solver: ".
 func (e *ParseError) Error() string {
 	switch e.Kind {
 	case CellCount:
-		if e.Cells > 81 {
-			return "solver: more than 81 cells"
+		if e.Line > 0 {
+			return fmt.Sprintf("solver: line %d: %s, want 9 in each of the 9 lines of a grid", e.Line, cellCount(e.Cells))
 		}
-		return fmt.Sprintf("solver: %d cells, want 81", e.Cells)
+		return fmt.Sprintf("solver: %s, want 81", cellCount(e.Cells))
 	case BadChar:
-		return fmt.Sprintf("solver: line %d column %d: invalid character %s for cell %s (want 1-9, or . or 0 for a blank)",
-			e.Line, e.Col, quoteRune(e.Char), CellName(e.Cell))
+		where := "for cell " + CellName(e.Cell)
+		if e.Cell < 0 || e.Cell > 80 {
+			where = "after the last cell"
+		}
+		return fmt.Sprintf("solver: line %d column %d: invalid character %s %s (want 1-9, or . or 0 for a blank)",
+			e.Line, e.Col, quoteRune(e.Char), where)
 	case Conflict:
 		return fmt.Sprintf("solver: digit %d repeats in %s %d: %s and %s",
 			e.Digit, e.Unit, e.unitNumber(), CellName(e.Cell), CellName(e.Cell2))
@@ -89,6 +99,17 @@ func (e *ParseError) Error() string {
 		return fmt.Sprintf("solver: input of %d bytes is too long for a puzzle (at most %d)", e.Len, MaxInputLen)
 	}
 	return "solver: invalid puzzle"
+}
+
+// cellCount says how many cells were found, given a count that stops at 82.
+func cellCount(n int) string {
+	switch {
+	case n > 81:
+		return "more than 81 cells"
+	case n == 1:
+		return "1 cell"
+	}
+	return strconv.Itoa(n) + " cells"
 }
 
 // unitNumber is the 1-based number of the unit of a Conflict; boxes are

@@ -1,23 +1,164 @@
 package solver
 
-// Parse reads one puzzle. STUB until the parser lands.
+import "unicode/utf8"
+
+// Parse reads one puzzle from s, in either of two formats:
+//
+//   - One line of 81 cells, row by row: '1'-'9' for a given, '.' or '0' for
+//     a blank. Spaces and tabs around the line and a trailing "\n" or
+//     "\r\n" are ignored.
+//
+//   - A grid of 9 lines of 9 cells each, as Sudoku sites print it. Lines end
+//     in "\n" or "\r\n". Within a line, spaces and the box separators '|',
+//     '-' and '+' may stand between cells and are ignored; a line holding
+//     nothing else (such as "------+-------+------") or nothing at all is
+//     skipped, as are spaces and tabs at either end of a line.
+//
+// Only '.' and '0' mean a blank: they are what the data sets, our own
+// output and most sites use, and accepting more ('_', '*', 'x'...) later is
+// a compatible change where taking one back would not be.
+//
+// Anything else is a *ParseError (see ErrorKind for the fields each kind
+// sets):
+//   - TooLong when s is longer than MaxInputLen bytes, decided from its
+//     length alone;
+//   - BadChar for the first character that is neither a cell nor, where
+//     allowed, a separator or surrounding space: a letter, a full-width
+//     digit, NUL, a tab or "\r" inside a line, invalid UTF-8 (reported as
+//     utf8.RuneError)...;
+//   - CellCount when a one-line puzzle does not hold 81 cells, a line of
+//     the grid does not hold 9 (Line says which) or the grid does not have
+//     9 lines;
+//   - Conflict, from Validate, when a given repeats in a row, column or box.
+//
+// On success the Grid is valid (Validate returns nil); on error it is the
+// zero Grid. Parse allocates nothing unless it returns an error.
 func Parse(s string) (Grid, error) {
-	var g Grid
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '1' && c <= '9':
-			if n < 81 {
-				g[n] = c - '0'
+	if len(s) > MaxInputLen {
+		return Grid{}, &ParseError{Kind: TooLong, Len: len(s)}
+	}
+	// The fast path: one line of exactly 81 cell characters, perhaps with a
+	// line end. Everything else, including every error, goes through
+	// parseText, which is exact but slower.
+	t := s
+	if len(t) > 81 && t[len(t)-1] == '\n' {
+		t = t[:len(t)-1]
+	}
+	if len(t) > 81 && t[len(t)-1] == '\r' {
+		t = t[:len(t)-1]
+	}
+	if len(t) == 81 {
+		var g Grid
+		var bad uint8
+		for i := range g {
+			v := cellValue[t[i]]
+			g[i] = v
+			bad |= v
+		}
+		if bad&notCell == 0 {
+			if err := g.Validate(); err != nil {
+				return Grid{}, err
 			}
-			n++
-		case c == '.' || c == '0':
-			n++
+			return g, nil
 		}
 	}
-	if n != 81 {
-		return g, &ParseError{Kind: CellCount, Cells: n}
+	return parseText(s)
+}
+
+// notCell marks the bytes in cellValue that are not a cell.
+const notCell = 0x80
+
+// cellValue maps a byte to the value of the cell it writes: 0 for '.' and
+// '0', 1-9 for '1'-'9', notCell for every other byte.
+var cellValue = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = notCell
 	}
-	return g, g.Validate()
+	t['.'], t['0'] = 0, 0
+	for c := '1'; c <= '9'; c++ {
+		t[c] = uint8(c - '0')
+	}
+	return t
+}()
+
+// parseText is Parse without the fast path and without the length check.
+//
+// It reads s line by line, counting the cells of each line, and decides the
+// format from the number of lines that hold cells: one means the one-line
+// format, more the grid format. Errors come in reading order: the first bad
+// character, or the first line of a grid whose count is wrong, as soon as
+// it is known to be a grid (at its second line holding cells).
+func parseText(s string) (Grid, error) {
+	var g Grid
+	total := 0     // cells so far, in reading order
+	lines := 0     // lines that held at least one cell
+	firstN := 0    // cells on the first such line
+	firstLine := 0 // its line number
+	lineNo := 0
+	for rest := s; ; {
+		lineNo++
+		line := rest
+		more := false
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == '\n' {
+				line, rest, more = rest[:i], rest[i+1:], true
+				break
+			}
+		}
+		// Trim the ends: "\r" only at the right, where it ends a "\r\n".
+		start, end := 0, len(line)
+		for start < end && (line[start] == ' ' || line[start] == '\t') {
+			start++
+		}
+		for end > start && (line[end-1] == ' ' || line[end-1] == '\t' || line[end-1] == '\r') {
+			end--
+		}
+		n := 0
+		for i := start; i < end; i++ {
+			c := line[i]
+			switch {
+			case cellValue[c]&notCell == 0:
+				if total < 81 {
+					g[total] = cellValue[c]
+				}
+				total++
+				n++
+			case c == ' ' || c == '|' || c == '-' || c == '+':
+			default:
+				r := rune(c)
+				if c >= utf8.RuneSelf {
+					r, _ = utf8.DecodeRuneInString(line[i:])
+				}
+				cell := total
+				if cell >= 81 {
+					cell = -1
+				}
+				// Every byte before i on the line is ASCII (anything else
+				// would have stopped the scan), so the column is i+1.
+				return Grid{}, &ParseError{Kind: BadChar, Line: lineNo, Col: i + 1, Char: r, Cell: cell}
+			}
+		}
+		if n > 0 {
+			lines++
+			switch {
+			case lines == 1:
+				firstN, firstLine = n, lineNo
+			case firstN != 9:
+				return Grid{}, &ParseError{Kind: CellCount, Line: firstLine, Cells: min(firstN, 82)}
+			case n != 9:
+				return Grid{}, &ParseError{Kind: CellCount, Line: lineNo, Cells: min(n, 82)}
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	// Past the loop every line with cells held 9, or there was one line.
+	if total != 81 {
+		return Grid{}, &ParseError{Kind: CellCount, Cells: min(total, 82)}
+	}
+	if err := g.Validate(); err != nil {
+		return Grid{}, err
+	}
+	return g, nil
 }
