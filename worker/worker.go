@@ -1,0 +1,486 @@
+// Package worker is the consuming side of sudoku-queue: it pulls batches of
+// puzzles from the JetStream consumers, answers each puzzle from the cache
+// or by solving it, stores the results, publishes completion events and
+// only then acks the message.
+//
+// A message's fate follows the asynq model: success -> Ack; a permanent
+// failure (a body that does not decode) -> copy to the dead-letter stream
+// and Term; a transient failure (Redis down) -> NakWithDelay, growing with
+// each delivery, and dead-letter on the last delivery.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// Store is the result store a worker writes to: *cache.Redis or
+// *cache.Memory.
+type Store interface {
+	Get(ctx context.Context, keys []string) ([]*result.Result, error)
+	CompleteBatch(ctx context.Context, jobID string, index uint64, rs []result.Result) (finished bool, err error)
+	Ping(ctx context.Context) error
+}
+
+// Observer receives what a worker did, for metrics. Its methods are called
+// from many goroutines and must be safe for concurrent use.
+type Observer interface {
+	// Batch is called once per message handled, with its outcome.
+	Batch(s *BatchStats)
+}
+
+// BatchStats describes one handled message.
+type BatchStats struct {
+	Interactive bool
+	Outcome     string // "acked", "nak", "dead_letter", "abandoned"
+	Redelivered bool   // delivered more than once
+	Puzzles     int
+	CacheHits   int
+	Statuses    map[result.Status]int
+	SolveTimes  []time.Duration // one per puzzle solved (not cached)
+	Latency     time.Duration   // from delivery to ack (or nak)
+	Err         error           // why it was not acked
+}
+
+// Options tune a Worker. The zero value works.
+type Options struct {
+	// Concurrency is the number of batches handled at once (default
+	// GOMAXPROCS). One more goroutine serves interactive requests.
+	Concurrency int
+	// Fetch is how many messages each consumer requests ahead (default
+	// 2 x Concurrency): enough to keep every core busy during round trips,
+	// few enough that no worker hoards messages that then time out.
+	Fetch int
+	// MaxNodes is the solver's node budget per puzzle (0: the solver's
+	// default).
+	MaxNodes int64
+	// Heartbeat is how often a message in work is reported InProgress
+	// (default AckWait/3).
+	Heartbeat time.Duration
+	// NakDelays are the waits before the 1st, 2nd, ... redelivery after a
+	// transient failure; the last repeats (default 1s, 5s, 30s, 60s).
+	NakDelays []time.Duration
+	// ShutdownTimeout bounds how long Run waits, once its context is done,
+	// for the batches in work; those still running then are abandoned
+	// unacked and redelivered (default 30s).
+	ShutdownTimeout time.Duration
+	// Logger receives the worker's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Observer receives per-batch statistics (optional).
+	Observer Observer
+}
+
+// Worker handles batches from a queue. Create one with New and start it
+// with Run.
+type Worker struct {
+	nc    *nats.Conn
+	q     *queue.Queue
+	store Store
+	opts  Options
+	log   *slog.Logger
+
+	storeDown atomic.Bool // the store failed last time; log once per outage
+	pingMu    sync.Mutex  // one goroutine at a time probes a store that is down
+	inFlight  atomic.Int64
+
+	// solve solves one grid; tests replace it.
+	solve func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error)
+}
+
+// New returns a worker for q that stores results in store and publishes
+// completion events on nc.
+func New(nc *nats.Conn, q *queue.Queue, store Store, opts Options) *Worker {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = runtime.GOMAXPROCS(0)
+	}
+	if opts.Fetch <= 0 {
+		opts.Fetch = 2 * opts.Concurrency
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = q.Opts.AckWait / 3
+	}
+	if len(opts.NakDelays) == 0 {
+		opts.NakDelays = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute}
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Worker{nc: nc, q: q, store: store, opts: opts, log: opts.Logger, solve: (*solver.Solver).Solve}
+}
+
+// InFlight returns the number of messages being handled now.
+func (w *Worker) InFlight() int64 { return w.inFlight.Load() }
+
+// Run pulls and handles messages until ctx is done, then shuts down: it
+// stops pulling, hands back (Nak) messages fetched but not started, waits
+// up to ShutdownTimeout for the batches in work and returns. It returns
+// nil after a clean shutdown, or the error that stopped it.
+func (w *Worker) Run(ctx context.Context) error {
+	// work is cancelled only when the shutdown timeout has passed: batches
+	// in work may finish after ctx is done.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	bulk, err := w.q.Bulk.Messages(jetstream.PullMaxMessages(w.opts.Fetch))
+	if err != nil {
+		return fmt.Errorf("worker: pull from %s: %w", w.q.Opts.BulkSubject(), err)
+	}
+	inter, err := w.q.Interactive.Messages(jetstream.PullMaxMessages(max(2, w.opts.Concurrency)))
+	if err != nil {
+		bulk.Stop()
+		return fmt.Errorf("worker: pull from %s: %w", w.q.Opts.InteractiveSubject(), err)
+	}
+
+	bulkCh := make(chan jetstream.Msg)
+	interCh := make(chan jetstream.Msg)
+	var pullers, handlers sync.WaitGroup
+	pullers.Add(2)
+	go w.pull(ctx, bulk, bulkCh, &pullers)
+	go w.pull(ctx, inter, interCh, &pullers)
+
+	for i := 0; i < w.opts.Concurrency; i++ {
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			var sv solver.Solver
+			interCh := interCh // set to nil here when closed
+			for {
+				// Interactive requests first, whenever one is waiting.
+				select {
+				case m, ok := <-interCh:
+					if !ok {
+						interCh = nil
+						continue
+					}
+					w.handle(ctx, work, &sv, m, true)
+					continue
+				default:
+				}
+				select {
+				case m, ok := <-interCh:
+					if !ok {
+						interCh = nil
+						continue
+					}
+					w.handle(ctx, work, &sv, m, true)
+				case m, ok := <-bulkCh:
+					if !ok {
+						return
+					}
+					w.handle(ctx, work, &sv, m, false)
+				}
+			}
+		}()
+	}
+	// One more handler for interactive requests only, so a single puzzle
+	// never waits behind the bulk batches in work.
+	handlers.Add(1)
+	go func() {
+		defer handlers.Done()
+		var sv solver.Solver
+		for m := range interCh {
+			w.handle(ctx, work, &sv, m, true)
+		}
+	}()
+
+	w.log.Info("worker started", "concurrency", w.opts.Concurrency, "fetch", w.opts.Fetch,
+		"stream", w.q.Opts.Stream, "bulk", w.q.Opts.BulkSubject(), "interactive", w.q.Opts.InteractiveSubject())
+
+	<-ctx.Done()
+	w.log.Info("worker stopping: no new messages; finishing batches in work", "in_flight", w.inFlight.Load(),
+		"timeout", w.opts.ShutdownTimeout)
+	bulk.Drain()
+	inter.Drain()
+	pullers.Wait()
+
+	done := make(chan struct{})
+	go func() { handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.opts.ShutdownTimeout):
+		w.log.Warn("worker shutdown timeout: abandoning batches in work; they will be redelivered",
+			"in_flight", w.inFlight.Load())
+		cancelWork()
+		<-done
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// pull feeds messages from it to ch until ctx is done; messages that
+// arrive after that (drained from the client's buffer) are handed back at
+// once with a Nak.
+func (w *Worker) pull(ctx context.Context, it jetstream.MessagesContext, ch chan<- jetstream.Msg, wg *sync.WaitGroup) {
+	defer wg.Done()
+	defer close(ch)
+	for {
+		// A bounded wait: Next without one has been seen to stall for the
+		// heartbeat period with a small window (nats.go#1622).
+		m, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return
+		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				w.log.Warn("worker: pull", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			_ = m.Nak()
+			continue
+		}
+		select {
+		case ch <- m:
+		case <-ctx.Done():
+			_ = m.Nak()
+		}
+	}
+}
+
+// event is the completion event published after each batch.
+type event struct {
+	Job      string          `json:"job"`
+	Batch    uint64          `json:"batch"`
+	N        int             `json:"n"`
+	Finished bool            `json:"finished,omitempty"`
+	Results  []result.Result `json:"results,omitempty"` // interactive requests only
+}
+
+// handle processes one message and acks, naks or dead-letters it. It stops
+// waiting for a store that is down when run is done, and abandons the
+// batch when ctx is.
+func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream.Msg, interactive bool) {
+	w.inFlight.Add(1)
+	defer w.inFlight.Add(-1)
+	start := time.Now()
+	st := BatchStats{Interactive: interactive}
+	defer func() {
+		st.Latency = time.Since(start)
+		if w.opts.Observer != nil {
+			w.opts.Observer.Batch(&st)
+		}
+	}()
+	var delivered uint64 = 1
+	if md, err := m.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	st.Redelivered = delivered > 1
+
+	b, err := queue.Decode(m.Data())
+	if err != nil {
+		st.Outcome, st.Err = "dead_letter", err
+		w.deadLetter(m, "undecodable", err, delivered)
+		return
+	}
+	st.Puzzles = len(b.Items)
+
+	// Keep the message ours while we work on it.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(w.opts.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = m.InProgress()
+			case <-stop:
+				return
+			}
+		}
+	}()
+
+	// While the store is down, hold the message (the heartbeat keeps it
+	// ours) rather than cycle it through deliveries that all fail.
+	if !w.waitStore(run) {
+		st.Outcome, st.Err = "abandoned", run.Err()
+		_ = m.Nak()
+		return
+	}
+	results, finished, err := w.process(ctx, sv, &b, &st)
+	if err != nil {
+		st.Err = err
+		if ctx.Err() != nil {
+			st.Outcome = "abandoned"
+			_ = m.Nak()
+			return
+		}
+		w.storeFailed(err)
+		if delivered >= uint64(w.q.Opts.MaxDeliver) {
+			st.Outcome = "dead_letter"
+			w.deadLetter(m, "max_deliver", err, delivered)
+			return
+		}
+		st.Outcome = "nak"
+		delay := w.opts.NakDelays[min(int(delivered)-1, len(w.opts.NakDelays)-1)]
+		_ = m.NakWithDelay(delay)
+		return
+	}
+	w.storeOK()
+	ev := event{Job: b.JobID, Batch: b.Index, N: len(results), Finished: finished}
+	if interactive {
+		ev.Results = results
+	}
+	if data, err := json.Marshal(ev); err == nil {
+		_ = w.nc.Publish(w.q.Opts.EventSubject(b.JobID), data)
+	}
+	if err := m.Ack(); err != nil {
+		// The results are stored; a redelivery will find them cached.
+		w.log.Warn("worker: ack failed; the batch will be redelivered", "job", b.JobID, "batch", b.Index, "err", err)
+	}
+	st.Outcome = "acked"
+}
+
+// process answers every puzzle of b and stores the results.
+func (w *Worker) process(ctx context.Context, sv *solver.Solver, b *queue.Batch, st *BatchStats) ([]result.Result, bool, error) {
+	results := make([]result.Result, len(b.Items))
+	grids := make([]solver.Grid, len(b.Items))
+	keys := make([]string, len(b.Items))
+	valid := make([]bool, len(b.Items))
+	for i, it := range b.Items {
+		g, err := solver.Parse(it.Puzzle)
+		if err != nil {
+			results[i] = result.Invalid(0, it.Puzzle, err)
+			results[i].Key = cache.InputKey(it.Puzzle)
+			keys[i] = results[i].Key
+			continue
+		}
+		grids[i], keys[i], valid[i] = g, g.Key(), true
+	}
+	var cached []*result.Result
+	if b.Flags&queue.FlagCacheChecked == 0 {
+		var err error
+		if cached, err = w.store.Get(ctx, keys); err != nil {
+			return nil, false, err
+		}
+	}
+	opts := solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: b.Flags&queue.FlagFirstSolution != 0}
+	st.Statuses = make(map[result.Status]int, 2)
+	for i := range results {
+		switch {
+		case cached != nil && cached[i] != nil:
+			results[i] = *cached[i]
+			st.CacheHits++
+		case valid[i]:
+			t0 := time.Now()
+			results[i] = w.solveOne(ctx, sv, &grids[i], opts)
+			st.SolveTimes = append(st.SolveTimes, time.Since(t0))
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+		}
+		st.Statuses[results[i].Status]++
+	}
+	finished, err := w.store.CompleteBatch(ctx, b.JobID, b.Index, results)
+	if err != nil {
+		return nil, false, err
+	}
+	return results, finished, nil
+}
+
+// solveOne solves g; a panic in the solver becomes the puzzle's error
+// instead of killing the worker.
+func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, opts solver.Options) (res result.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			*sv = solver.Solver{} // its state may be inconsistent
+			res = result.Result{Puzzle: g.String(), Key: g.Key(), Status: result.StatusGaveUp,
+				Error: fmt.Sprintf("solver: internal error: %v", p)}
+		}
+	}()
+	r, err := w.solve(sv, ctx, g, opts)
+	return result.FromSolve(g, r, err)
+}
+
+// deadLetter copies m to the dead-letter stream with why it failed, then
+// terminates it so it is never delivered again. If the copy cannot be
+// stored, m is left to be redelivered rather than lost.
+func (w *Worker) deadLetter(m jetstream.Msg, reason string, cause error, delivered uint64) {
+	dl := nats.NewMsg(w.q.Opts.DLQSubject(reason))
+	dl.Data = m.Data()
+	dl.Header.Set("Sudoku-Dlq-Reason", reason)
+	dl.Header.Set("Sudoku-Dlq-Error", cause.Error())
+	dl.Header.Set("Sudoku-Dlq-Subject", m.Subject())
+	dl.Header.Set("Sudoku-Dlq-Deliveries", strconv.FormatUint(delivered, 10))
+	dl.Header.Set("Sudoku-Dlq-Time", time.Now().UTC().Format(time.RFC3339Nano))
+	if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
+		dl.Header.Set("Sudoku-Dlq-Msg-Id", id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := w.q.JS.PublishMsg(ctx, dl); err != nil {
+		w.log.Error("worker: cannot store a dead letter; leaving the message for redelivery",
+			"reason", reason, "err", err)
+		_ = m.NakWithDelay(w.opts.NakDelays[len(w.opts.NakDelays)-1])
+		return
+	}
+	_ = m.Term()
+	w.log.Warn("worker: message moved to the dead-letter stream", "reason", reason, "err", cause,
+		"subject", m.Subject(), "deliveries", delivered, "dlq", w.q.Opts.DLQStream)
+}
+
+// waitStore returns at once while the store is up. After a failure it
+// probes the store (one goroutine at a time, backing off up to 2s) until it
+// answers, and returns true then, or false when ctx is done first.
+func (w *Worker) waitStore(ctx context.Context) bool {
+	backoff := 100 * time.Millisecond
+	for w.storeDown.Load() {
+		w.pingMu.Lock()
+		if w.storeDown.Load() {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := w.store.Ping(pctx)
+			cancel()
+			if err == nil {
+				w.storeOK()
+			} else {
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				backoff = min(2*backoff, 2*time.Second)
+			}
+		}
+		w.pingMu.Unlock()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// storeFailed logs the first failure of an outage; storeOK logs the
+// recovery. Failures in between are not logged one by one.
+func (w *Worker) storeFailed(err error) {
+	if !w.storeDown.Swap(true) {
+		w.log.Error("worker: result store unavailable; naking batches until it is back", "err", err)
+	}
+}
+
+func (w *Worker) storeOK() {
+	if w.storeDown.Swap(false) {
+		w.log.Info("worker: result store is back")
+	}
+}
