@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -99,4 +100,21 @@ func statusCounts(rs []result.Result) map[result.Status]int64 {
 		m[rs[i].Status]++
 	}
 	return m
+}
+
+// Store is what both stores offer: results, job records and a health
+// check. Consumers define narrower interfaces of their own; this one lets
+// wiring code hold either store.
+type Store interface {
+	Get(ctx context.Context, keys []string) ([]*result.Result, error)
+	Put(ctx context.Context, rs []result.Result) error
+	CompleteBatch(ctx context.Context, jobID string, index uint64, rs []result.Result) (finished bool, err error)
+	CreateJob(ctx context.Context, id string, created time.Time) error
+	AddToJob(ctx context.Context, id string, d JobDelta) error
+	SealJob(ctx context.Context, id string) (finished bool, err error)
+	Job(ctx context.Context, id string) (Job, error)
+	Jobs(ctx context.Context, limit int) ([]Job, error)
+	Order(ctx context.Context, id string, from, n int64) ([]OrderEntry, error)
+	Ping(ctx context.Context) error
+	Close() error
 }

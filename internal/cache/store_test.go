@@ -13,22 +13,12 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
-// store is what both implementations offer; the suite runs on each.
-type store interface {
-	Get(ctx context.Context, keys []string) ([]*result.Result, error)
-	Put(ctx context.Context, rs []result.Result) error
-	CompleteBatch(ctx context.Context, jobID string, index uint64, rs []result.Result) (bool, error)
-	CreateJob(ctx context.Context, id string, created time.Time) error
-	AddToJob(ctx context.Context, id string, d JobDelta) error
-	SealJob(ctx context.Context, id string) (bool, error)
-	Job(ctx context.Context, id string) (Job, error)
-	Jobs(ctx context.Context, limit int) ([]Job, error)
-	Order(ctx context.Context, id string, from, n int64) ([]OrderEntry, error)
-}
+// store: the suite runs on each implementation.
+type store = Store
 
 var (
-	_ store = (*Redis)(nil)
-	_ store = (*Memory)(nil)
+	_ Store = (*Redis)(nil)
+	_ Store = (*Memory)(nil)
 )
 
 func stores(t *testing.T) map[string]store {

@@ -1,0 +1,404 @@
+// Package config holds the settings of every sudoku process (worker,
+// producer, HTTP API) and loads them with viper. It is the only package
+// that imports viper: the others receive a *Config.
+//
+// Every setting has a key (for example "queue.batch_size"), a default, an
+// environment variable (SUDOKU_ + the key in upper case with '.' as '_':
+// SUDOKU_QUEUE_BATCH_SIZE) and an entry in the documented reference file
+// configs/sudoku.yaml. A few common settings also have a flag (see
+// AddFlags); flag names are the keys with '.' and '_' as '-'
+// (--queue-batch-size). Precedence, highest first: flags, environment,
+// configuration file, defaults.
+//
+// Secrets (nats.password, nats.token, redis.password, serve.token) are
+// never taken from flags, which other users can read from the process
+// table. Set them through the environment or, better, through a file:
+// each secret key X has a key X_file (nats.password_file,
+// SUDOKU_NATS_PASSWORD_FILE, ...) naming a file whose content, with
+// surrounding white space trimmed, is the secret. Secrets have the type
+// Secret, which prints as "[redacted]"; they never appear in logs or
+// error messages.
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+)
+
+// Config is the whole configuration of a sudoku process. Each field's
+// mapstructure tag is its key's last element; nested structs are the
+// sections ("nats", "redis", ...). The zero Config is not useful: start
+// from Default or Load.
+type Config struct {
+	NATS    NATSConfig    `mapstructure:"nats"`
+	Redis   RedisConfig   `mapstructure:"redis"`
+	Cache   CacheConfig   `mapstructure:"cache"`
+	Queue   QueueConfig   `mapstructure:"queue"`
+	Worker  WorkerConfig  `mapstructure:"worker"`
+	Metrics MetricsConfig `mapstructure:"metrics"`
+	Log     LogConfig     `mapstructure:"log"`
+	Serve   ServeConfig   `mapstructure:"serve"`
+	Job     JobConfig     `mapstructure:"job"`
+}
+
+// NATSConfig is how to reach NATS (keys nats.*).
+type NATSConfig struct {
+	// URL is one server URL or a comma-separated list of a cluster's
+	// (nats://, tls://, ws://, wss:// or a bare host:port). Prefer User and
+	// Password over credentials in the URL: the URL is logged with its
+	// user information redacted, but it is a plain string elsewhere.
+	URL string `mapstructure:"url"`
+	// Name is the client name the server shows in its monitoring.
+	Name string `mapstructure:"name"`
+	// User and Password authenticate with a user name and password.
+	User     string `mapstructure:"user"`
+	Password Secret `mapstructure:"password"`
+	// PasswordFile names a file holding Password; Load reads it.
+	PasswordFile string `mapstructure:"password_file"`
+	// Token authenticates with a token instead of user and password.
+	Token Secret `mapstructure:"token"`
+	// TokenFile names a file holding Token; Load reads it.
+	TokenFile string `mapstructure:"token_file"`
+	// CredsFile is a credentials file (JWT and nkey seed, as made by nsc).
+	CredsFile string `mapstructure:"creds_file"`
+	// NKeyFile is a file holding an nkey seed (without a JWT).
+	NKeyFile string `mapstructure:"nkey_file"`
+	// TLS configures TLS to the servers.
+	TLS TLSConfig `mapstructure:"tls"`
+	// ConnectTimeout bounds each attempt to connect to a server.
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+	// Embedded makes the process start an in-process NATS server with
+	// JetStream and connect to it, instead of to URL: for tests and
+	// single-machine use without a separate nats-server.
+	Embedded bool `mapstructure:"embedded"`
+	// DataDir is the embedded server's JetStream directory; "" means a
+	// new temporary directory, removed at exit.
+	DataDir string `mapstructure:"data_dir"`
+}
+
+// RedisConfig is how to reach the Redis result cache (keys redis.*). It
+// maps onto go-redis's UniversalOptions: one address is a single server,
+// several are a Redis Cluster, and MasterName makes them Sentinels.
+type RedisConfig struct {
+	// Addrs are the servers' host:port addresses.
+	Addrs []string `mapstructure:"addrs"`
+	// MasterName is the Sentinel master's name; "" means no Sentinel.
+	MasterName string `mapstructure:"master_name"`
+	// Username and Password authenticate (Redis 6 ACL user name; an
+	// empty Username with a Password is the legacy requirepass).
+	Username string `mapstructure:"username"`
+	Password Secret `mapstructure:"password"`
+	// PasswordFile names a file holding Password; Load reads it.
+	PasswordFile string `mapstructure:"password_file"`
+	// DB is the database number (a Redis Cluster has only 0).
+	DB int `mapstructure:"db"`
+	// TLS configures TLS to the servers.
+	TLS TLSConfig `mapstructure:"tls"`
+	// KeyPrefix starts every key the service writes.
+	KeyPrefix string `mapstructure:"key_prefix"`
+	// DialTimeout bounds each attempt to connect.
+	DialTimeout time.Duration `mapstructure:"dial_timeout"`
+	// PoolSize is the connection pool size per server; 0 means go-redis's
+	// default (10 per GOMAXPROCS).
+	PoolSize int `mapstructure:"pool_size"`
+}
+
+// TLSConfig configures a TLS client (keys nats.tls.* and redis.tls.*).
+type TLSConfig struct {
+	// Enabled turns TLS on with the system's roots when no file is set.
+	// Setting any file turns TLS on too (see On).
+	Enabled bool `mapstructure:"enabled"`
+	// CAFile is a PEM file of the certificate authorities to trust
+	// instead of the system's.
+	CAFile string `mapstructure:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// servers that verify clients. Set both or neither.
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	// InsecureSkipVerify skips the verification of the server's
+	// certificate: for tests only.
+	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
+}
+
+// CacheConfig is about the cached results (keys cache.*).
+type CacheConfig struct {
+	// TTL is how long a result stays in Redis; 0 keeps it until Redis
+	// evicts it.
+	TTL time.Duration `mapstructure:"ttl"`
+	// MemoryFallback lets `sudoku solve` use an in-process cache when
+	// Redis cannot be reached, instead of failing.
+	MemoryFallback bool `mapstructure:"memory_fallback"`
+}
+
+// QueueConfig defines the JetStream stream, its consumer and the messages
+// (keys queue.*).
+type QueueConfig struct {
+	// Stream is the work-queue stream's name.
+	Stream string `mapstructure:"stream"`
+	// SubjectPrefix starts the subjects of every message the service
+	// publishes ("sudoku" gives sudoku.>).
+	SubjectPrefix string `mapstructure:"subject_prefix"`
+	// Replicas is the stream's replica count: 1 on one server, 3 in a
+	// three-server cluster.
+	Replicas int `mapstructure:"replicas"`
+	// Storage is "file" or "memory".
+	Storage string `mapstructure:"storage"`
+	// MaxAge discards messages older than this; 0 keeps them until acked.
+	MaxAge time.Duration `mapstructure:"max_age"`
+	// Consumer is the durable pull consumer all workers share.
+	Consumer string `mapstructure:"consumer"`
+	// AckWait is how long a delivered message may stay unacknowledged
+	// before the server redelivers it; workers send progress heartbeats
+	// (Worker.Heartbeat) while they work on a long batch.
+	AckWait time.Duration `mapstructure:"ack_wait"`
+	// MaxDeliver is how many times a message is delivered before it is
+	// given up (and dead-lettered).
+	MaxDeliver int `mapstructure:"max_deliver"`
+	// Backoff are the delays before the 1st, 2nd, ... redelivery (the
+	// last one repeats); fewer entries than MaxDeliver.
+	Backoff []time.Duration `mapstructure:"backoff"`
+	// MaxAckPending bounds the messages delivered and not yet
+	// acknowledged across all workers: at least the fleet's total fetch.
+	MaxAckPending int `mapstructure:"max_ack_pending"`
+	// BatchSize is the number of puzzles per message.
+	BatchSize int `mapstructure:"batch_size"`
+	// MaxMessageBytes bounds a message's payload, checked by publishers
+	// and workers (the server's max_payload must be at least this).
+	MaxMessageBytes int `mapstructure:"max_message_bytes"`
+	// DLQStream is the stream that keeps messages that could not be
+	// processed, for inspection.
+	DLQStream string `mapstructure:"dlq_stream"`
+	// PublishMaxPending bounds the asynchronous publishes in flight.
+	PublishMaxPending int `mapstructure:"publish_max_pending"`
+}
+
+// WorkerConfig tunes a worker process (keys worker.*).
+type WorkerConfig struct {
+	// Concurrency is the number of solving goroutines; 0 means
+	// GOMAXPROCS (see Config.WorkerConcurrency).
+	Concurrency int `mapstructure:"concurrency"`
+	// Fetch is how many messages a worker asks for at a time; 0 means
+	// twice the concurrency (see Config.WorkerFetch).
+	Fetch int `mapstructure:"fetch"`
+	// ShutdownTimeout bounds how long a stopping worker finishes its
+	// in-flight batches; what is left is redelivered to others.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// MaxNodes is the solver's node budget per puzzle (solver
+	// Options.MaxNodes: 0 means the solver's default, negative no bound).
+	MaxNodes int64 `mapstructure:"max_nodes"`
+	// Heartbeat is the interval of progress heartbeats on a batch being
+	// worked on; 0 means a third of Queue.AckWait (see
+	// Config.WorkerHeartbeat).
+	Heartbeat time.Duration `mapstructure:"heartbeat"`
+}
+
+// MetricsConfig is about the Prometheus and health endpoints (keys
+// metrics.*).
+type MetricsConfig struct {
+	// Addr is the host:port to serve /metrics, /healthz and /readyz on;
+	// "" turns them off.
+	Addr string `mapstructure:"addr"`
+}
+
+// LogConfig is about the process's log (keys log.*).
+type LogConfig struct {
+	// Level is the minimum level: debug, info, warn or error (slog's
+	// syntax, so "info+2" works too).
+	Level string `mapstructure:"level"`
+	// Format is "text" or "json".
+	Format string `mapstructure:"format"`
+}
+
+// ServeConfig is about the HTTP API (keys serve.*).
+type ServeConfig struct {
+	// Addr is the host:port the API listens on.
+	Addr string `mapstructure:"addr"`
+	// Token, when set, is the bearer token every request must carry.
+	Token Secret `mapstructure:"token"`
+	// TokenFile names a file holding Token; Load reads it.
+	TokenFile string `mapstructure:"token_file"`
+	// MaxBodyBytes bounds a request's body.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// RequestTimeout bounds the handling of one request.
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+}
+
+// JobConfig is about jobs submitted by a producer (keys job.*).
+type JobConfig struct {
+	// WaitTimeout bounds how long a producer waits for a job's results;
+	// 0 waits as long as it takes.
+	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
+	// ResultTTL is how long a job's bookkeeping (progress, result list)
+	// is kept after it finished; 0 keeps it.
+	ResultTTL time.Duration `mapstructure:"result_ttl"`
+}
+
+// Default returns the configuration used when nothing is set: every key's
+// default, as documented in configs/sudoku.yaml. Each call returns a new
+// Config.
+func Default() *Config {
+	return &Config{
+		NATS: NATSConfig{
+			URL:            "nats://127.0.0.1:4222",
+			Name:           "sudoku",
+			ConnectTimeout: 5 * time.Second,
+		},
+		Redis: RedisConfig{
+			Addrs:       []string{"127.0.0.1:6379"},
+			KeyPrefix:   "sudoku:",
+			DialTimeout: 2 * time.Second,
+		},
+		Cache: CacheConfig{
+			MemoryFallback: true,
+		},
+		Queue: QueueConfig{
+			Stream:            "SUDOKU",
+			SubjectPrefix:     "sudoku",
+			Replicas:          1,
+			Storage:           "file",
+			Consumer:          "sudoku-workers",
+			AckWait:           30 * time.Second,
+			MaxDeliver:        5,
+			Backoff:           []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute},
+			MaxAckPending:     1024,
+			BatchSize:         256,
+			MaxMessageBytes:   1 << 20,
+			DLQStream:         "SUDOKU_DLQ",
+			PublishMaxPending: 256,
+		},
+		Worker: WorkerConfig{
+			ShutdownTimeout: 30 * time.Second,
+			MaxNodes:        1_000_000,
+		},
+		Log: LogConfig{
+			Level:  "info",
+			Format: "text",
+		},
+		Serve: ServeConfig{
+			Addr:           "127.0.0.1:8080",
+			MaxBodyBytes:   64 << 20,
+			RequestTimeout: 30 * time.Second,
+		},
+	}
+}
+
+// WorkerConcurrency returns the number of solving goroutines a worker
+// runs: Worker.Concurrency, or GOMAXPROCS when that is 0.
+func (c Config) WorkerConcurrency() int {
+	if c.Worker.Concurrency > 0 {
+		return c.Worker.Concurrency
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// WorkerFetch returns how many messages a worker asks for at a time:
+// Worker.Fetch, or twice WorkerConcurrency when that is 0, so the
+// solvers have the next batch at hand while one is acknowledged.
+func (c Config) WorkerFetch() int {
+	if c.Worker.Fetch > 0 {
+		return c.Worker.Fetch
+	}
+	return 2 * c.WorkerConcurrency()
+}
+
+// WorkerHeartbeat returns the interval of a worker's progress heartbeats:
+// Worker.Heartbeat, or a third of Queue.AckWait when that is 0, so two
+// heartbeats may be lost before the server redelivers.
+func (c Config) WorkerHeartbeat() time.Duration {
+	if c.Worker.Heartbeat > 0 {
+		return c.Worker.Heartbeat
+	}
+	return c.Queue.AckWait / 3
+}
+
+// Secret is a string that must not be shown: its String, GoString,
+// MarshalText and LogValue give "[redacted]" (or "" when it is empty), so
+// printing or logging a Config by mistake does not leak it. Reveal gives
+// the value itself.
+type Secret string
+
+// redacted is what a non-empty secret shows.
+const redacted = "[redacted]"
+
+// Reveal returns the secret's value, for handing it to a client library.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns "[redacted]", or "" for an empty secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString returns the redacted form for %#v.
+func (s Secret) GoString() string { return fmt.Sprintf("%q", s.String()) }
+
+// MarshalText returns the redacted form, for encoders such as
+// encoding/json.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// LogValue returns the redacted form for log/slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// On reports whether TLS is to be used: Enabled, or any file set.
+func (t TLSConfig) On() bool {
+	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != ""
+}
+
+// ClientConfig returns the *tls.Config these settings describe, reading
+// the files, or nil when TLS is off (see On). Its errors name the file.
+func (t TLSConfig) ClientConfig() (*tls.Config, error) {
+	if !t.On() {
+		return nil, nil
+	}
+	conf := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as test-only
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: tls ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("config: tls ca_file %q: no PEM certificate in it", t.CAFile)
+		}
+		conf.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: tls cert_file %q, key_file %q: %w", t.CertFile, t.KeyFile, err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	return conf, nil
+}
+
+// SlogLevel returns Level as a slog.Level, or slog.LevelInfo if it does
+// not parse (Validate rejects that).
+func (l LogConfig) SlogLevel() slog.Level {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.Level)); err != nil {
+		return slog.LevelInfo
+	}
+	return lvl
+}
+
+// Handler returns a slog.Handler writing to w in Format ("json", else
+// text) at Level.
+func (l LogConfig) Handler(w io.Writer) slog.Handler {
+	opts := &slog.HandlerOptions{Level: l.SlogLevel()}
+	if l.Format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}

@@ -1,0 +1,548 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// wantErr is one *Error a test expects.
+type wantErr struct {
+	key   string
+	value string // "" does not check the value
+	is    error  // nil does not check errors.Is
+}
+
+// loadTest is one case of Load: a file, an environment and flags, and
+// either a check of the result or the errors expected.
+type loadTest struct {
+	name  string
+	yaml  string            // the file's content; "" means no file
+	env   map[string]string // the environment
+	args  []string          // command line flags (AddFlags' set)
+	check func(t *testing.T, c *Config)
+	errs  []wantErr
+}
+
+var loadTests = []loadTest{
+	{
+		name:  "no file gives the defaults",
+		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
+	},
+	{
+		name:  "empty file gives the defaults",
+		yaml:  "# nothing but a comment\n",
+		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
+	},
+	{
+		name:  "sections with every key commented out give the defaults",
+		yaml:  "nats:\n  # url: nats://x:4222\nredis:\n",
+		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
+	},
+	{
+		name: "file overrides the defaults",
+		yaml: `
+nats:
+  url: nats://a:4222,nats://b:4222
+  tls:
+    ca_file: /etc/ca.pem
+redis:
+  addrs: [r1:6379, r2:6379]
+  db: 0
+queue:
+  batch_size: 10
+  ack_wait: 5s
+  backoff: [2s, 10s]
+  storage: memory
+worker:
+  max_nodes: -1
+cache:
+  memory_fallback: false
+`,
+		check: func(t *testing.T, c *Config) {
+			want := Default()
+			want.NATS.URL = "nats://a:4222,nats://b:4222"
+			want.NATS.TLS.CAFile = "/etc/ca.pem"
+			want.Redis.Addrs = []string{"r1:6379", "r2:6379"}
+			want.Queue.BatchSize = 10
+			want.Queue.AckWait = 5 * time.Second
+			want.Queue.Backoff = []time.Duration{2 * time.Second, 10 * time.Second}
+			want.Queue.Storage = "memory"
+			want.Worker.MaxNodes = -1
+			want.Cache.MemoryFallback = false
+			equal(t, c, want)
+		},
+	},
+	{
+		name: "keys are case-insensitive and may be dotted",
+		yaml: "NATS:\n  URL: nats://upper:4222\nqueue.batch_size: 7\n",
+		check: func(t *testing.T, c *Config) {
+			if c.NATS.URL != "nats://upper:4222" || c.Queue.BatchSize != 7 {
+				t.Errorf("got url %q, batch size %d", c.NATS.URL, c.Queue.BatchSize)
+			}
+		},
+	},
+	{
+		name: "environment overrides the defaults",
+		env: map[string]string{
+			"SUDOKU_NATS_URL":             "nats://env:4222",
+			"SUDOKU_REDIS_ADDRS":          "a:1, b:2",
+			"SUDOKU_QUEUE_ACK_WAIT":       "5s",
+			"SUDOKU_QUEUE_BACKOFF":        "1s,2s",
+			"SUDOKU_NATS_TLS_ENABLED":     "true",
+			"SUDOKU_WORKER_CONCURRENCY":   "3",
+			"SUDOKU_SERVE_MAX_BODY_BYTES": "1000",
+		},
+		check: func(t *testing.T, c *Config) {
+			want := Default()
+			want.NATS.URL = "nats://env:4222"
+			want.Redis.Addrs = []string{"a:1", "b:2"}
+			want.Queue.AckWait = 5 * time.Second
+			want.Queue.Backoff = []time.Duration{time.Second, 2 * time.Second}
+			want.NATS.TLS.Enabled = true
+			want.Worker.Concurrency = 3
+			want.Serve.MaxBodyBytes = 1000
+			equal(t, c, want)
+		},
+	},
+	{
+		name: "empty environment variable counts as unset",
+		yaml: "metrics:\n  addr: 127.0.0.1:9999\n",
+		env:  map[string]string{"SUDOKU_METRICS_ADDR": ""},
+		check: func(t *testing.T, c *Config) {
+			if c.Metrics.Addr != "127.0.0.1:9999" {
+				t.Errorf("metrics.addr = %q, want the file's", c.Metrics.Addr)
+			}
+		},
+	},
+	{
+		name: "environment overrides the file",
+		yaml: "nats:\n  url: nats://file:4222\n  name: fromfile\n",
+		env:  map[string]string{"SUDOKU_NATS_URL": "nats://env:4222"},
+		check: func(t *testing.T, c *Config) {
+			if c.NATS.URL != "nats://env:4222" || c.NATS.Name != "fromfile" {
+				t.Errorf("got url %q, name %q", c.NATS.URL, c.NATS.Name)
+			}
+		},
+	},
+	{
+		name: "flag overrides environment overrides file",
+		yaml: "nats:\n  url: nats://file:4222\nqueue:\n  batch_size: 1\nlog:\n  level: warn\n",
+		env:  map[string]string{"SUDOKU_NATS_URL": "nats://env:4222", "SUDOKU_QUEUE_BATCH_SIZE": "2"},
+		args: []string{"--nats-url", "nats://flag:4222", "--redis-addrs", "x:1,y:2"},
+		check: func(t *testing.T, c *Config) {
+			if c.NATS.URL != "nats://flag:4222" {
+				t.Errorf("nats.url = %q, want the flag's", c.NATS.URL)
+			}
+			if c.Queue.BatchSize != 2 {
+				t.Errorf("queue.batch_size = %d, want the environment's 2", c.Queue.BatchSize)
+			}
+			if c.Log.Level != "warn" {
+				t.Errorf("log.level = %q, want the file's", c.Log.Level)
+			}
+			if !reflect.DeepEqual(c.Redis.Addrs, []string{"x:1", "y:2"}) {
+				t.Errorf("redis.addrs = %q", c.Redis.Addrs)
+			}
+		},
+	},
+	{
+		name: "flags left at their defaults do not override",
+		env:  map[string]string{"SUDOKU_LOG_FORMAT": "json"},
+		args: []string{},
+		check: func(t *testing.T, c *Config) {
+			if c.Log.Format != "json" {
+				t.Errorf("log.format = %q, want the environment's", c.Log.Format)
+			}
+		},
+	},
+	{
+		name: "unknown key",
+		yaml: "nats:\n  urll: nats://x:4222\n",
+		errs: []wantErr{{key: "nats.urll", is: ErrUnknownKey}},
+	},
+	{
+		name: "unknown nested key and unknown section",
+		yaml: "nats:\n  tls:\n    ca: x\nnat:\n  url: y\n",
+		errs: []wantErr{{key: "nat", is: ErrUnknownKey}, {key: "nats.tls.ca", is: ErrUnknownKey}},
+	},
+	{
+		name: "section that is not a mapping",
+		yaml: "nats: nats://x:4222\n",
+		errs: []wantErr{{key: "nats", value: `"nats://x:4222"`}},
+	},
+	{
+		name: "value that is a mapping",
+		yaml: "nats:\n  url:\n    host: x\n",
+		errs: []wantErr{{key: "nats.url"}},
+	},
+	{
+		name: "bad duration in the file",
+		yaml: "queue:\n  ack_wait: abc\n",
+		errs: []wantErr{{key: "queue.ack_wait", value: `"abc"`, is: errDuration}},
+	},
+	{
+		name: "duration without a unit",
+		yaml: "queue:\n  ack_wait: 30\n",
+		errs: []wantErr{{key: "queue.ack_wait", value: "30", is: errUnit}},
+	},
+	{
+		name: "bad duration in the environment",
+		env:  map[string]string{"SUDOKU_QUEUE_ACK_WAIT": "soon"},
+		errs: []wantErr{{key: "queue.ack_wait", value: `"soon"`, is: errDuration}},
+	},
+	{
+		name: "bad duration in a list",
+		yaml: "queue:\n  backoff: [1s, x]\n",
+		errs: []wantErr{{key: "queue.backoff", value: `["1s", "x"]`, is: errDuration}},
+	},
+	{
+		name: "bad integer",
+		env:  map[string]string{"SUDOKU_QUEUE_BATCH_SIZE": "abc"},
+		errs: []wantErr{{key: "queue.batch_size", value: `"abc"`, is: errInt}},
+	},
+	{
+		name: "fraction for an integer",
+		yaml: "queue:\n  batch_size: 1.5\n",
+		errs: []wantErr{{key: "queue.batch_size", value: "1.5", is: errInt}},
+	},
+	{
+		name: "bad boolean",
+		yaml: "cache:\n  memory_fallback: maybe\n",
+		errs: []wantErr{{key: "cache.memory_fallback", value: `"maybe"`, is: errBool}},
+	},
+	{
+		name: "number for a string",
+		yaml: "nats:\n  name: 0123\n",
+		errs: []wantErr{{key: "nats.name", is: errString}},
+	},
+	{
+		name: "bad flag value",
+		args: []string{"--nats-url", "http://x:1"},
+		errs: []wantErr{{key: "nats.url", value: `"http://x:1"`}},
+	},
+	{
+		name: "every problem at once",
+		yaml: "nats:\n  urll: x\nqueue:\n  ack_wait: abc\n  replicas: 9\n",
+		env:  map[string]string{"SUDOKU_WORKER_CONCURRENCY": "-1"},
+		errs: []wantErr{
+			{key: "nats.urll", is: ErrUnknownKey},
+			{key: "queue.ack_wait", value: `"abc"`},
+			{key: "queue.replicas", value: "9"},
+			{key: "worker.concurrency", value: "-1"},
+		},
+	},
+}
+
+func TestLoad(t *testing.T) {
+	for _, tt := range loadTests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := load(t, tt.yaml, tt.env, tt.args)
+			if tt.errs == nil {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				tt.check(t, c)
+				return
+			}
+			checkErrs(t, err, tt.errs)
+		})
+	}
+}
+
+func TestLoadConfigFileLocation(t *testing.T) {
+	dir := t.TempDir()
+	byFlag := writeFile(t, dir, "flag.yaml", "nats:\n  name: by-flag\n")
+	byEnv := writeFile(t, dir, "env.yaml", "nats:\n  name: by-env\n")
+	explicit := writeFile(t, dir, "explicit.yml", "nats:\n  name: explicit\n")
+	env := mapEnv(map[string]string{EnvConfig: byEnv})
+
+	tests := []struct {
+		name string
+		opts LoadOptions
+		want string
+	}{
+		{"SUDOKU_CONFIG names the file", LoadOptions{Env: env}, "by-env"},
+		{"--config beats SUDOKU_CONFIG", LoadOptions{Env: env, Flags: parsed(t, "--config", byFlag)}, "by-flag"},
+		{"File beats --config", LoadOptions{File: explicit, Env: env, Flags: parsed(t, "--config", byFlag)}, "explicit"},
+		{"no file at all", LoadOptions{Env: mapEnv(nil), Flags: parsed(t)}, "sudoku"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.NATS.Name != tt.want {
+				t.Errorf("nats.name = %q, want %q", c.NATS.Name, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("missing file", func(t *testing.T) {
+		_, err := Load(LoadOptions{File: filepath.Join(dir, "none.yaml"), Env: mapEnv(nil)})
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("got %v, want fs.ErrNotExist", err)
+		}
+	})
+	t.Run("not a mapping, content not quoted", func(t *testing.T) {
+		path := writeFile(t, dir, "password.txt", "hunter2\n")
+		_, err := Load(LoadOptions{File: path, Env: mapEnv(nil)})
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("got %v, want an error without the content", err)
+		}
+	})
+	t.Run("syntax error", func(t *testing.T) {
+		path := writeFile(t, dir, "bad.yaml", "nats: [\n")
+		if _, err := Load(LoadOptions{File: path, Env: mapEnv(nil)}); err == nil {
+			t.Error("got no error")
+		}
+	})
+}
+
+func TestLoadErrorSource(t *testing.T) {
+	c := map[string]string{"SUDOKU_WORKER_CONCURRENCY": "-1"}
+	_, err := load(t, "", c, nil)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("got %v, want an *Error", err)
+	}
+	if e.Source != "$SUDOKU_WORKER_CONCURRENCY" {
+		t.Errorf("Source = %q", e.Source)
+	}
+	want := "config: worker.concurrency = -1 (from $SUDOKU_WORKER_CONCURRENCY): must be >= 0"
+	if e.Error() != want {
+		t.Errorf("Error() = %q, want %q", e.Error(), want)
+	}
+}
+
+func TestSecretFlagRefused(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.String("redis-password", "", "")
+	_, err := Load(LoadOptions{Flags: fs, Env: mapEnv(nil)})
+	checkErrs(t, err, []wantErr{{key: "redis.password"}})
+}
+
+func TestAddFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	AddFlags(fs)
+	d := Default()
+	// Each flag's default is the key's; each has help naming its variable.
+	for _, key := range []string{"nats.url", "redis.addrs", "queue.batch_size", "worker.concurrency", "metrics.addr", "log.level", "log.format"} {
+		fl := fs.Lookup(flagName(key))
+		if fl == nil {
+			t.Errorf("no flag for %s", key)
+			continue
+		}
+		want := formatFlagDefault(byKey[key].get(d).Interface())
+		if fl.DefValue != want {
+			t.Errorf("--%s default %q, want %q", fl.Name, fl.DefValue, want)
+		}
+		if !strings.Contains(fl.Usage, "$"+envName(key)) {
+			t.Errorf("--%s help %q does not name $%s", fl.Name, fl.Usage, envName(key))
+		}
+	}
+	if fs.Lookup(FlagConfig) == nil {
+		t.Error("no --config")
+	}
+	err := fs.Parse([]string{"--worker-concurrency=4", "--queue-batch-size", "100", "--log-format=json", "--metrics-addr=:9090", "--log-level=debug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(LoadOptions{Flags: fs, Env: mapEnv(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Worker.Concurrency != 4 || c.Queue.BatchSize != 100 || c.Log.Format != "json" || c.Metrics.Addr != ":9090" || c.Log.Level != "debug" {
+		t.Errorf("flags not applied: %+v %+v %+v %+v", c.Worker, c.Queue, c.Log, c.Metrics)
+	}
+}
+
+// formatFlagDefault formats a default as pflag shows it.
+func formatFlagDefault(v any) string {
+	if s, ok := v.([]string); ok {
+		return "[" + strings.Join(s, ",") + "]"
+	}
+	return strings.Trim(formatValue(v), `"`)
+}
+
+func TestNamesUnique(t *testing.T) {
+	envs, flags := map[string]string{}, map[string]string{}
+	for _, f := range fields {
+		if other, dup := envs[envName(f.key)]; dup {
+			t.Errorf("%s and %s share $%s", f.key, other, envName(f.key))
+		}
+		envs[envName(f.key)] = f.key
+		if other, dup := flags[flagName(f.key)]; dup {
+			t.Errorf("%s and %s share --%s", f.key, other, flagName(f.key))
+		}
+		flags[flagName(f.key)] = f.key
+	}
+	if _, dup := envs[EnvConfig]; dup {
+		t.Errorf("a key has the variable %s", EnvConfig)
+	}
+	if _, dup := flags[FlagConfig]; dup {
+		t.Errorf("a key has the flag --%s", FlagConfig)
+	}
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkerDerived(t *testing.T) {
+	c := Default()
+	if c.WorkerConcurrency() < 1 || c.WorkerFetch() != 2*c.WorkerConcurrency() || c.WorkerHeartbeat() != 10*time.Second {
+		t.Errorf("defaults: concurrency %d, fetch %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerFetch(), c.WorkerHeartbeat())
+	}
+	c.Worker = WorkerConfig{Concurrency: 3, Fetch: 5, Heartbeat: time.Second}
+	if c.WorkerConcurrency() != 3 || c.WorkerFetch() != 5 || c.WorkerHeartbeat() != time.Second {
+		t.Errorf("set: concurrency %d, fetch %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerFetch(), c.WorkerHeartbeat())
+	}
+}
+
+// FuzzLoadYAML checks that Load returns a configuration or an error, and
+// never panics, whatever the file holds.
+func FuzzLoadYAML(f *testing.F) {
+	for _, tt := range loadTests {
+		f.Add(tt.yaml)
+	}
+	for _, tt := range secretTests {
+		f.Add(tt.yaml)
+	}
+	f.Add("queue:\n  backoff: [null]\n")
+	f.Add("{1: 2, nats: {3: 4}}")
+	f.Add("redis:\n  addrs: a:1,b:2\n")
+	f.Fuzz(func(t *testing.T, yaml string) {
+		path := filepath.Join(t.TempDir(), "sudoku.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(LoadOptions{File: path, Env: mapEnv(nil)})
+		if (c == nil) == (err == nil) {
+			t.Fatalf("Load returned %v and %v", c, err)
+		}
+		if c != nil {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Load returned a config that does not validate: %v", err)
+			}
+		}
+	})
+}
+
+// load runs Load on a file holding yamlText (none if empty), the
+// environment env and, if args is not nil, AddFlags' flags parsed from
+// args.
+func load(t testing.TB, yamlText string, env map[string]string, args []string) (*Config, error) {
+	t.Helper()
+	opts := LoadOptions{Env: mapEnv(env)}
+	if yamlText != "" {
+		opts.File = writeFile(t, t.TempDir(), "sudoku.yaml", yamlText)
+	}
+	if args != nil {
+		opts.Flags = parsed(t, args...)
+	}
+	return Load(opts)
+}
+
+// parsed returns AddFlags' flag set after parsing args.
+func parsed(t testing.TB, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// mapEnv returns a LoadOptions.Env looking names up in env.
+func mapEnv(env map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+}
+
+func writeFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// errorList returns the *Errors joined in err.
+func errorList(err error) []*Error {
+	var list []*Error
+	var walk func(error)
+	walk = func(err error) {
+		if e, ok := err.(*Error); ok {
+			list = append(list, e)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, err := range j.Unwrap() {
+				walk(err)
+			}
+		}
+	}
+	walk(err)
+	return list
+}
+
+// checkErrs checks that err joins exactly the *Errors wanted, in order.
+func checkErrs(t *testing.T, err error, want []wantErr) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("got no error")
+	}
+	got := errorList(err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(got), len(want), err)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Key != w.key {
+			t.Errorf("error %d: key %q, want %q (%v)", i, g.Key, w.key, g)
+		}
+		if w.value != "" && g.Value != w.value {
+			t.Errorf("error %d: value %s, want %s (%v)", i, g.Value, w.value, g)
+		}
+		if w.is != nil && !errors.Is(g, w.is) {
+			t.Errorf("error %d: %v is not %v", i, g, w.is)
+		}
+		// The message names the key and the value.
+		if msg := g.Error(); !strings.Contains(msg, w.key) || !strings.Contains(msg, g.Value) {
+			t.Errorf("error %d: message %q does not name key and value", i, msg)
+		}
+	}
+}
+
+// equal fails t if got and want differ.
+func equal(t *testing.T, got, want *Config) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		for _, f := range fields {
+			g, w := f.get(got).Interface(), f.get(want).Interface()
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("%s = %v, want %v", f.key, g, w)
+			}
+		}
+		if !t.Failed() {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	}
+}
