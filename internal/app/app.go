@@ -37,7 +37,9 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			log.Warn("nats: disconnected; reconnecting", "err", err)
+			if err != nil { // nil: we are closing
+				log.Warn("nats: disconnected; reconnecting", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted())

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 )
 
 // subcommands holds the constructor of every subcommand. Each command's
@@ -38,6 +40,7 @@ workers that cache their results in Redis.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}
 	})
+	config.AddFlags(root.PersistentFlags())
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())
 	}

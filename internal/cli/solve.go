@@ -83,7 +83,7 @@ func runSolve(cmd *cobra.Command, args []string, f *solveFlags) error {
 		return usageErrorf("--workers %d: want 0 (GOMAXPROCS) or more", f.workers)
 	}
 	if !f.local {
-		return usageErrorf("solve needs --local for now: the queue mode (NATS and Redis) comes with the producer")
+		return solveQueued(cmd, args, f)
 	}
 	return solveLocal(cmd, args, f, format)
 }

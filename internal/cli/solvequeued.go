@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/worker"
+)
+
+// solveQueued is sudoku solve without --local: the one-command start. It
+// starts an embedded NATS server with JetStream, uses Redis when it is
+// reachable (else a cache in memory), runs a worker pool in this process
+// and submits the file through the very same producer and worker code as a
+// distributed deployment, then writes the results like submit --wait.
+func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
+	ctx := cmd.Context()
+	in, name, _, err := openInput(cmd, args, false)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if sameFile(f.out, name) {
+		return usageErrorf("--out %s is the input file", f.out)
+	}
+	cfg, log, conn, err := openConn(cmd, app.OpenOptions{Embedded: true, AllowMemoryStore: true})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	store := "redis " + fmt.Sprint(cfg.Redis.Addrs)
+	if conn.MemoryStore {
+		store = "in-process cache"
+	}
+	log.Debug("solve: embedded NATS server", "store", store)
+
+	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	w := worker.New(conn.NC, conn.Queue, conn.Store, worker.Options{
+		Concurrency: max(f.workers, cfg.WorkerConcurrency()),
+		MaxNodes:    f.maxNodes,
+		// The worker's start and stop are not news here; its warnings are.
+		Logger: slog.New(quietHandler{log.Handler()}),
+	})
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- w.Run(wctx) }()
+	defer func() {
+		stopWorker()
+		<-workerDone
+	}()
+
+	p := producer.New(conn.JS, conn.Queue.Opts, conn.Store, producerOptions(cfg, false, f.first))
+	sub, err := p.Submit(ctx, input.NewReader(in))
+	if err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while reading %s", name)}
+		}
+		return fmt.Errorf("solve %s: %w", name, err)
+	}
+	of := outputFlags{format: f.format, out: f.out}
+	return waitAndWrite(ctx, cmd, conn, sub.ID, &of, conn.Embedded == nil)
+}
+
+// quietHandler drops records below Warn.
+type quietHandler struct{ slog.Handler }
+
+func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+)
+
+func init() { addCommand(newSubmitCmd) }
+
+func newSubmitCmd() *cobra.Command {
+	var (
+		of    outputFlags
+		wait  bool
+		force bool
+		first bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [FILE|-]",
+		Short: "Submit a file of puzzles as a job to the workers",
+		Long: `Submit every puzzle of FILE (or standard input) as one job: each line is
+validated (bad lines are reported with their line numbers and get invalid
+results), puzzles already in the cache and repeated ones are not sent, the
+rest go to NATS JetStream in batches. Prints the job id.
+
+With --wait, stays until the job is done and writes the results in input
+order, like 'sudoku solve --local'. Interrupted while waiting, the job
+keeps running: 'sudoku job wait ID' collects it later.`,
+		Example: `  sudoku submit puzzles.txt
+  sudoku submit --wait --out solutions.txt puzzles.txt`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			in, name, _, err := openInput(cmd, args, false)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			cfg, _, conn, err := openConn(cmd, app.OpenOptions{})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			p := producer.New(conn.JS, conn.Queue.Opts, conn.Store, producerOptions(cfg, force, first))
+			sub, err := p.Submit(ctx, input.NewReader(in))
+			if err != nil {
+				return fmt.Errorf("submit %s: %w", name, err)
+			}
+			reportSubmitted(cmd, &sub)
+			if !wait {
+				fmt.Fprintln(cmd.OutOrStdout(), sub.ID)
+				return nil
+			}
+			return waitAndWrite(ctx, cmd, conn, sub.ID, &of, true)
+		},
+	}
+	of.add(cmd)
+	cmd.Flags().BoolVarP(&wait, "wait", "w", false, "wait for the results and write them in input order")
+	cmd.Flags().BoolVar(&force, "force", false, "solve every puzzle again, even those in the cache")
+	cmd.Flags().BoolVar(&first, "first", false, "stop at the first solution of each puzzle instead of proving it unique")
+	return cmd
+}
+
+// reportSubmitted prints what submit did, and the first invalid lines, on
+// stderr.
+func reportSubmitted(cmd *cobra.Command, s *producer.Submitted) {
+	stderr := cmd.ErrOrStderr()
+	for _, r := range s.InvalidLines {
+		fmt.Fprintf(stderr, "line %d: %s\n", r.Line, r.Error)
+	}
+	if more := s.Invalid - int64(len(s.InvalidLines)); more > 0 {
+		fmt.Fprintf(stderr, "... and %d more invalid lines\n", more)
+	}
+	fmt.Fprintf(stderr, "job %s: %d lines: %d queued in %d batches, %d cached, %d repeated, %d invalid\n",
+		s.ID, s.Lines, s.Queued, s.Batches, s.Cached, s.Repeated, s.Invalid)
+}
