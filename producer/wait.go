@@ -99,6 +99,9 @@ func Results(ctx context.Context, store Store, id string, out func(result.Result
 				res = result.Result{Key: keys[i], Status: result.StatusGaveUp, Error: ErrMissing.Error()}
 			}
 			res.Line = order[i].Line
+			if res.Status == result.StatusInvalid {
+				res.Key = "" // stored under a hash of its text, but it has no puzzle key
+			}
 			if err := out(res); err != nil {
 				return err
 			}

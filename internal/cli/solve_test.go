@@ -64,6 +64,8 @@ func checkSolution(t *testing.T, puzzle, sol string) {
 const (
 	clue17 = "testdata/17_clue_200.txt"
 	mixed  = "testdata/mixed.txt"
+	// hardest holds 200 of the forum's hardest puzzles.
+	hardest = "testdata/hardest_200.txt"
 
 	// unique is the first line of clue17; multipleSolutions is it without
 	// one given (17-given puzzles are minimal, so it has several).
@@ -87,7 +89,6 @@ func TestSolveExitStatus(t *testing.T) {
 		{"some not unique", []string{"solve", "--local", mixed}, "", ExitFailure, 6, "2 unique, 1 multiple, 1 none, 2 invalid\n"},
 		{"first solution: multiple is fine", []string{"solve", "--local", "--first", "-"},
 			multipleSolutions + "\n", ExitOK, 1, ": 1 solved\n"},
-		{"no --local", []string{"solve", clue17}, "", ExitUsage, 0, "needs --local"},
 		{"unknown flag", []string{"solve", "--local", "--bogus", clue17}, "", ExitUsage, 0, "unknown flag: --bogus"},
 		{"bad format", []string{"solve", "--local", "--format", "xml", clue17}, "", ExitUsage, 0, `--format "xml"`},
 		{"bad workers", []string{"solve", "--local", "--workers", "-2", clue17}, "", ExitUsage, 0, "--workers -2"},

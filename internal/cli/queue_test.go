@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+)
+
+// TestMain lets the test binary act as the sudoku command, so tests can
+// start real worker processes without building anything.
+func TestMain(m *testing.M) {
+	if os.Getenv("SUDOKU_TEST_AS_CLI") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Execute(ctx)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// queueEnv gives a test its own stream, subjects, consumers and key
+// prefix on the shared servers, through the environment (for in-process
+// runs and for the worker processes it starts).
+type queueEnv struct {
+	t   *testing.T
+	env []string
+}
+
+func newQueueEnv(t *testing.T, extra ...string) *queueEnv {
+	t.Helper()
+	testenv.NATS(t) // skip (or fail on CI) when the services are not there
+	rdb := testenv.Redis(t)
+	name := testenv.Name("cli")
+	prefix := name + ":"
+	testenv.CleanupPrefix(t, rdb, prefix)
+	e := &queueEnv{t: t, env: append([]string{
+		"SUDOKU_NATS_URL=" + testenv.NATSURL(),
+		"SUDOKU_REDIS_ADDRS=" + testenv.RedisAddr(),
+		"SUDOKU_QUEUE_STREAM=" + name,
+		"SUDOKU_QUEUE_DLQ_STREAM=" + name + "_DLQ",
+		"SUDOKU_QUEUE_SUBJECT_PREFIX=" + name,
+		"SUDOKU_QUEUE_CONSUMER=" + name,
+		"SUDOKU_QUEUE_BATCH_SIZE=50",
+		"SUDOKU_REDIS_KEY_PREFIX=" + prefix,
+		"SUDOKU_LOG_LEVEL=warn",
+	}, extra...)}
+	for _, kv := range e.env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Cleanup(func() {
+		nc := testenv.NATS(t)
+		for _, s := range []string{name, name + "_DLQ"} {
+			_, _ = nc.Request("$JS.API.STREAM.DELETE."+s, nil, 2*time.Second)
+		}
+	})
+	return e
+}
+
+// startWorker starts a worker process (this test binary as the CLI).
+func (e *queueEnv) startWorker() *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], "worker")
+	cmd.Env = append(append(os.Environ(), "SUDOKU_TEST_AS_CLI=1"), e.env...)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				e.t.Errorf("worker did not stop within 20s of SIGTERM")
+			}
+		}
+		if e.t.Failed() {
+			e.t.Logf("worker log:\n%s", logs.String())
+		}
+	})
+	return cmd
+}
+
+// puzzles returns the first n lines of the 17-clue fixture.
+func puzzles(t *testing.T, n int) []string {
+	t.Helper()
+	ls := readLines(t, clue17)
+	if n > len(ls) {
+		t.Fatalf("fixture has %d lines, want %d", len(ls), n)
+	}
+	return ls[:n]
+}
+
+// writeFile writes lines to a file in a temporary folder.
+func writeFile(t *testing.T, lines []string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// localOut returns what solve --local prints for file.
+func localOut(t *testing.T, file string, args ...string) string {
+	t.Helper()
+	_, out, _ := run(t, context.Background(), "", append([]string{"solve", "--local", file}, args...)...)
+	return out
+}
+
+// manyPuzzles makes n distinct valid puzzles from a fixture by relabelling
+// digits (9 ways), transposing (2) and rotating the bands (3).
+func manyPuzzles(t *testing.T, n int, fixture ...string) []string {
+	t.Helper()
+	name := clue17
+	if len(fixture) > 0 {
+		name = fixture[0]
+	}
+	base := readLines(t, name)
+	var out []string
+	for k := 0; len(out) < n; k++ {
+		if k == 54 {
+			t.Fatalf("%s cannot make %d distinct puzzles", name, n)
+		}
+		shift, transpose, rot := k%9, (k/9)%2 == 1, k/18
+		for _, p := range base {
+			if len(out) == n {
+				break
+			}
+			var b [81]byte
+			for i := range 81 {
+				r, c := i/9, i%9
+				if transpose {
+					r, c = c, r
+				}
+				r = (r + 3*rot) % 9
+				ch := p[i]
+				if ch >= '1' && ch <= '9' {
+					ch = byte('1' + (int(ch-'1')+shift)%9)
+				}
+				b[r*9+c] = ch
+			}
+			out = append(out, string(b[:]))
+		}
+	}
+	return out
+}
+
+func TestSubmitWaitTwoWorkersMatchesLocal(t *testing.T) {
+	e := newQueueEnv(t)
+	e.startWorker()
+	e.startWorker()
+	file := writeFile(t, manyPuzzles(t, 3000))
+	code, out, stderr := run(t, context.Background(), "", "submit", "--wait", file)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := localOut(t, file); out != want {
+		t.Fatalf("submit --wait output differs from solve --local (%d vs %d bytes)", len(out), len(want))
+	}
+	if !strings.Contains(stderr, "3000 unique") {
+		t.Errorf("summary: %q", stderr)
+	}
+}
+
+func TestSubmitRepeatedInvalidCached(t *testing.T) {
+	e := newQueueEnv(t)
+	e.startWorker()
+	ps := puzzles(t, 40)
+	// Cache the first 10 with a first job.
+	code, _, stderr := run(t, context.Background(), "", "submit", "--wait", writeFile(t, ps[:10]))
+	if code != ExitOK {
+		t.Fatalf("first job: exit %d: %s", code, stderr)
+	}
+	lines := append([]string{"# a comment", ""}, ps[:20]...) // 10 cached, 10 new
+	lines = append(lines, ps[5], ps[15], ps[15])             // repeated
+	lines = append(lines, "12345", strings.Repeat("1", 81), "abc")
+	lines = append(lines, ps[20:]...)
+	file := writeFile(t, lines)
+	for _, format := range []string{"text", "jsonl"} {
+		code, out, stderr := run(t, context.Background(), "", "submit", "--wait", "--format", format, file)
+		if code != ExitFailure {
+			t.Errorf("%s: exit %d, want 1 (invalid lines): %s", format, code, stderr)
+		}
+		if want := localOut(t, file, "--format", format); out != want {
+			ol, wl := strings.Split(out, "\n"), strings.Split(want, "\n")
+			for i := range min(len(ol), len(wl)) {
+				if ol[i] != wl[i] {
+					t.Errorf("%s: output line %d differs from solve --local:\n%s\nwant:\n%s", format, i+1, ol[i], wl[i])
+					break
+				}
+			}
+			if len(ol) != len(wl) {
+				t.Errorf("%s: %d lines, solve --local gives %d", format, len(ol), len(wl))
+			}
+		}
+		if format == "text" {
+			for _, s := range []string{"line 26: solver: 5 cells, want 81", "line 27: solver: digit 1 repeats in row 1",
+				"46 lines: 30 queued", "10 cached", "3 repeated", "3 invalid", "43 unique, 3 invalid"} {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+		}
+	}
+}
+
+func TestWorkerKilledMidJob(t *testing.T) {
+	e := newQueueEnv(t, "SUDOKU_QUEUE_ACK_WAIT=2s", "SUDOKU_QUEUE_BATCH_SIZE=20", "SUDOKU_WORKER_CONCURRENCY=1")
+	rdb := testenv.Redis(t)
+	victim := e.startWorker()
+	// Hard puzzles (~0.1 ms each): the job lasts long enough to kill the
+	// worker in the middle of it.
+	file := writeFile(t, manyPuzzles(t, 4000, hardest))
+	code, out, stderr := run(t, context.Background(), "", "submit", file)
+	if code != ExitOK {
+		t.Fatalf("submit: exit %d: %s", code, stderr)
+	}
+	id := strings.TrimSpace(out)
+	jobKey := os.Getenv("SUDOKU_REDIS_KEY_PREFIX") + "job:{" + id + "}"
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		done, _ := rdb.HGet(context.Background(), jobKey, "done").Int()
+		if done > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did nothing in 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := victim.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.Wait()
+	done, _ := rdb.HGet(context.Background(), jobKey, "done").Int()
+	if done >= 4000 {
+		t.Fatalf("the job finished before the worker was killed")
+	}
+	t.Logf("killed the worker with %d of 4000 puzzles done", done)
+	e.startWorker()
+	code, out, stderr = run(t, context.Background(), "", "job", "wait", id)
+	if code != ExitOK {
+		t.Fatalf("job wait: exit %d: %s", code, stderr)
+	}
+	if want := localOut(t, file); out != want {
+		t.Fatal("results after a killed worker differ from solve --local")
+	}
+	_, status, _ := run(t, context.Background(), "", "job", "status", id)
+	for _, s := range []string{"solved    4000 of 4000 queued", "results   4000 unique", "failed    0"} {
+		if !strings.Contains(status, s) {
+			t.Errorf("job status lacks %q:\n%s", s, status)
+		}
+	}
+}
+
+func TestSubmitInterruptedThenJobWait(t *testing.T) {
+	e := newQueueEnv(t)
+	file := writeFile(t, manyPuzzles(t, 500))
+	// No worker yet: --wait waits until interrupted.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	code, _, stderr := run(t, ctx, "", "submit", "--wait", file)
+	if code != ExitInterrupted || !strings.Contains(stderr, "sudoku job wait ") {
+		t.Fatalf("exit %d, stderr %q; want 130 and how to resume", code, stderr)
+	}
+	id := strings.Fields(stderr[strings.Index(stderr, "sudoku job wait "):])[3]
+	e.startWorker()
+	code, out, stderr := run(t, context.Background(), "", "job", "wait", id)
+	if code != ExitOK {
+		t.Fatalf("job wait %s: exit %d: %s", id, code, stderr)
+	}
+	if want := localOut(t, file); out != want {
+		t.Fatal("job wait output differs from solve --local")
+	}
+	_, list, _ := run(t, context.Background(), "", "job", "list")
+	if !strings.Contains(list, id) || !strings.Contains(list, "finished") {
+		t.Errorf("job list:\n%s", list)
+	}
+}
+
+func TestGet(t *testing.T) {
+	e := newQueueEnv(t)
+	p := puzzles(t, 3)
+	code, _, stderr := run(t, context.Background(), "", "get", p[0])
+	if code != ExitFailure || !strings.Contains(stderr, "not in the cache") {
+		t.Fatalf("get of an uncached puzzle: exit %d, stderr %q", code, stderr)
+	}
+	e.startWorker()
+	code, out, stderr := run(t, context.Background(), "", "get", "--solve", p[0])
+	if code != ExitOK || out != localOut(t, writeFile(t, p[:1])) {
+		t.Fatalf("get --solve: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	// Now cached, by puzzle and by key.
+	code, out2, _ := run(t, context.Background(), "", "get", p[0])
+	if code != ExitOK || out2 != out {
+		t.Fatalf("get after --solve: exit %d, %q", code, out2)
+	}
+	_, js, _ := run(t, context.Background(), "", "get", "--format", "jsonl", p[0])
+	key := js[strings.Index(js, `"key":"`)+7:][:64]
+	if code, out3, _ := run(t, context.Background(), "", "get", key); code != ExitOK || out3 != out {
+		t.Fatalf("get KEY: exit %d, %q", code, out3)
+	}
+	code, _, stderr = run(t, context.Background(), "", "get", "12x")
+	if code != ExitFailure {
+		t.Fatalf("get of a bad puzzle: exit %d, %s", code, stderr)
+	}
+}
+
+func TestSolveTouchesNothingExternal(t *testing.T) {
+	// Point every service at a port nothing listens on: solve must still
+	// work, on the embedded server and the in-process cache.
+	port := testenv.FreePort(t)
+	t.Setenv("SUDOKU_NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", port))
+	t.Setenv("SUDOKU_REDIS_ADDRS", fmt.Sprintf("127.0.0.1:%d", port))
+	t.Setenv("SUDOKU_REDIS_DIAL_TIMEOUT", "200ms")
+	file := writeFile(t, append(puzzles(t, 200), "bad line"))
+	code, out, stderr := run(t, context.Background(), "", "solve", file)
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want 1 (one bad line): %s", code, stderr)
+	}
+	if want := localOut(t, file); out != want {
+		t.Fatalf("solve output differs from solve --local")
+	}
+	if !strings.Contains(stderr, "200 unique, 1 invalid") {
+		t.Errorf("summary: %q", stderr)
+	}
+}
