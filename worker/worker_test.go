@@ -254,8 +254,8 @@ func TestInvalidPuzzlesInABatch(t *testing.T) {
 	e := newEnv(t, queue.Options{})
 	puzzles := fixture(t)[:20]
 	bad := []string{
-		strings.Repeat("1", 81),             // repeats
-		"12345",                             // too short
+		strings.Repeat("1", 81),              // repeats
+		"12345",                              // too short
 		"hello<b>" + strings.Repeat(".", 73), // letters
 	}
 	all := append(append([]string{}, puzzles[:10]...), bad...)

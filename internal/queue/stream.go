@@ -88,7 +88,10 @@ func (o Options) BulkSubject() string { o.defaults(); return o.Prefix + ".jobs.b
 func (o Options) InteractiveSubject() string { o.defaults(); return o.Prefix + ".jobs.interactive" }
 
 // EventSubject is the subject of a job's completion events.
-func (o Options) EventSubject(jobID string) string { o.defaults(); return o.Prefix + ".events." + jobID }
+func (o Options) EventSubject(jobID string) string {
+	o.defaults()
+	return o.Prefix + ".events." + jobID
+}
 
 // DLQSubject is the subject of dead letters with a reason (a token such as
 // "undecodable" or "max_deliver").
