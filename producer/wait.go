@@ -1,9 +1,11 @@
 package producer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,9 +24,16 @@ const pollEvery = time.Second
 // workers' completion events (when nc is not nil) and polls the job record
 // besides. progress, if set, is called with each new state of the job.
 func Wait(ctx context.Context, store Store, nc *nats.Conn, q queue.Options, id string, progress func(cache.Job)) (cache.Job, error) {
+	// wake is signalled by every completion event, finished by the one
+	// that says the job is done.
 	wake := make(chan struct{}, 1)
+	finished := make(chan struct{})
+	var once sync.Once
 	if nc != nil {
-		sub, err := nc.Subscribe(q.EventSubject(id), func(*nats.Msg) {
+		sub, err := nc.Subscribe(q.EventSubject(id), func(m *nats.Msg) {
+			if bytes.Contains(m.Data, []byte(`"finished":true`)) {
+				once.Do(func() { close(finished) })
+			}
 			select {
 			case wake <- struct{}{}:
 			default:
@@ -56,9 +65,14 @@ func Wait(ctx context.Context, store Store, nc *nats.Conn, q queue.Options, id s
 		select {
 		case <-ctx.Done():
 			return last, fmt.Errorf("producer: waiting for job %s: %w", id, ctx.Err())
+		case <-finished:
 		case <-wake:
-			// Events come in bursts; read the record at most every 50ms.
-			time.Sleep(50 * time.Millisecond)
+			// Events come in bursts: read the record at most every 50ms,
+			// unless the job finishes meanwhile.
+			select {
+			case <-finished:
+			case <-time.After(50 * time.Millisecond):
+			}
 		case <-tick.C:
 		}
 	}

@@ -64,8 +64,9 @@ type Options struct {
 	// GOMAXPROCS). One more goroutine serves interactive requests.
 	Concurrency int
 	// Fetch is how many messages each consumer requests ahead (default
-	// 2 x Concurrency): enough to keep every core busy during round trips,
-	// few enough that no worker hoards messages that then time out.
+	// 4 x Concurrency): enough to keep every core busy while batches wait
+	// for their round trips, few enough that no worker hoards messages
+	// that then time out.
 	Fetch int
 	// MaxNodes is the solver's node budget per puzzle (0: the solver's
 	// default).
@@ -95,6 +96,9 @@ type Worker struct {
 	opts  Options
 	log   *slog.Logger
 
+	commits    chan struct{}  // a token per batch waiting for its round trips
+	committing sync.WaitGroup // batches being committed
+
 	storeDown atomic.Bool // the store failed last time; log once per outage
 	pingMu    sync.Mutex  // one goroutine at a time probes a store that is down
 	inFlight  atomic.Int64
@@ -110,7 +114,7 @@ func New(nc *nats.Conn, q *queue.Queue, store Store, opts Options) *Worker {
 		opts.Concurrency = runtime.GOMAXPROCS(0)
 	}
 	if opts.Fetch <= 0 {
-		opts.Fetch = 2 * opts.Concurrency
+		opts.Fetch = 4 * opts.Concurrency
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = q.Opts.AckWait / 3
@@ -124,7 +128,8 @@ func New(nc *nats.Conn, q *queue.Queue, store Store, opts Options) *Worker {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Worker{nc: nc, q: q, store: store, opts: opts, log: opts.Logger, solve: (*solver.Solver).Solve}
+	return &Worker{nc: nc, q: q, store: store, opts: opts, log: opts.Logger, solve: (*solver.Solver).Solve,
+		commits: make(chan struct{}, 2*opts.Concurrency)}
 }
 
 // InFlight returns the number of messages being handled now.
@@ -213,7 +218,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	pullers.Wait()
 
 	done := make(chan struct{})
-	go func() { handlers.Wait(); close(done) }()
+	go func() { handlers.Wait(); w.committing.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(w.opts.ShutdownTimeout):
@@ -269,45 +274,41 @@ type event struct {
 	Results  []result.Result `json:"results,omitempty"` // interactive requests only
 }
 
-// handle processes one message and acks, naks or dead-letters it. It stops
-// waiting for a store that is down when run is done, and abandons the
-// batch when ctx is.
+// handle processes one message: it decodes it, answers every puzzle (from
+// the cache or by solving) and hands the results to a committer goroutine
+// that stores them, publishes the completion event and acks, so that this
+// solver goroutine goes on with the next message during the round trips.
+// It stops waiting for a store that is down when run is done, and
+// abandons the batch when ctx is.
 func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream.Msg, interactive bool) {
 	w.inFlight.Add(1)
-	defer w.inFlight.Add(-1)
-	start := time.Now()
-	st := BatchStats{Interactive: interactive}
-	defer func() {
-		st.Latency = time.Since(start)
-		if w.opts.Observer != nil {
-			w.opts.Observer.Batch(&st)
-		}
-	}()
-	var delivered uint64 = 1
+	t := &task{w: w, m: m, start: time.Now(), st: BatchStats{Interactive: interactive}}
+	t.delivered = 1
 	if md, err := m.Metadata(); err == nil {
-		delivered = md.NumDelivered
+		t.delivered = md.NumDelivered
 	}
-	st.Redelivered = delivered > 1
+	t.st.Redelivered = t.delivered > 1
 
 	b, err := queue.Decode(m.Data())
 	if err != nil {
-		st.Outcome, st.Err = "dead_letter", err
-		w.deadLetter(m, "undecodable", err, delivered)
+		t.st.Outcome, t.st.Err = "dead_letter", err
+		w.deadLetter(m, "undecodable", err, t.delivered)
+		t.done()
 		return
 	}
-	st.Puzzles = len(b.Items)
+	t.batch = &b
+	t.st.Puzzles = len(b.Items)
 
 	// Keep the message ours while we work on it.
-	stop := make(chan struct{})
-	defer close(stop)
+	t.stopBeat = make(chan struct{})
 	go func() {
-		t := time.NewTicker(w.opts.Heartbeat)
-		defer t.Stop()
+		tk := time.NewTicker(w.opts.Heartbeat)
+		defer tk.Stop()
 		for {
 			select {
-			case <-t.C:
+			case <-tk.C:
 				_ = m.InProgress()
-			case <-stop:
+			case <-t.stopBeat:
 				return
 			}
 		}
@@ -316,46 +317,103 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	// While the store is down, hold the message (the heartbeat keeps it
 	// ours) rather than cycle it through deliveries that all fail.
 	if !w.waitStore(run) {
-		st.Outcome, st.Err = "abandoned", run.Err()
+		t.st.Outcome, t.st.Err = "abandoned", run.Err()
 		_ = m.Nak()
+		t.done()
 		return
 	}
-	results, finished, err := w.process(ctx, sv, &b, &st)
+	results, err := w.answer(ctx, sv, &b, &t.st)
 	if err != nil {
-		st.Err = err
-		if ctx.Err() != nil {
-			st.Outcome = "abandoned"
-			_ = m.Nak()
-			return
-		}
-		w.storeFailed(err)
-		if delivered >= uint64(w.q.Opts.MaxDeliver) {
-			st.Outcome = "dead_letter"
-			w.deadLetter(m, "max_deliver", err, delivered)
-			return
-		}
-		st.Outcome = "nak"
-		delay := w.opts.NakDelays[min(int(delivered)-1, len(w.opts.NakDelays)-1)]
-		_ = m.NakWithDelay(delay)
+		t.fail(ctx, err)
+		return
+	}
+	// Bound the batches waiting for their round trips.
+	select {
+	case w.commits <- struct{}{}:
+	case <-ctx.Done():
+		t.fail(ctx, ctx.Err())
+		return
+	}
+	w.committing.Add(1)
+	go func() {
+		defer func() { <-w.commits; w.committing.Done() }()
+		t.commit(ctx, results)
+	}()
+}
+
+// task is one message in work, from its delivery to its ack (or nak).
+type task struct {
+	w         *Worker
+	m         jetstream.Msg
+	batch     *queue.Batch
+	delivered uint64
+	start     time.Time
+	st        BatchStats
+	stopBeat  chan struct{}
+}
+
+// done ends the task: the heartbeat stops and the observer hears of it.
+func (t *task) done() {
+	if t.stopBeat != nil {
+		close(t.stopBeat)
+	}
+	t.st.Latency = time.Since(t.start)
+	if o := t.w.opts.Observer; o != nil {
+		o.Batch(&t.st)
+	}
+	t.w.inFlight.Add(-1)
+}
+
+// commit stores the results, publishes the completion event, then acks.
+func (t *task) commit(ctx context.Context, results []result.Result) {
+	w, b := t.w, t.batch
+	finished, err := w.store.CompleteBatch(ctx, b.JobID, b.Index, results)
+	if err != nil {
+		t.fail(ctx, err)
 		return
 	}
 	w.storeOK()
 	ev := event{Job: b.JobID, Batch: b.Index, N: len(results), Finished: finished}
-	if interactive {
+	if t.st.Interactive {
 		ev.Results = results
 	}
 	if data, err := json.Marshal(ev); err == nil {
 		_ = w.nc.Publish(w.q.Opts.EventSubject(b.JobID), data)
 	}
-	if err := m.Ack(); err != nil {
+	if err := t.m.Ack(); err != nil {
 		// The results are stored; a redelivery will find them cached.
 		w.log.Warn("worker: ack failed; the batch will be redelivered", "job", b.JobID, "batch", b.Index, "err", err)
 	}
-	st.Outcome = "acked"
+	t.st.Outcome = "acked"
+	t.done()
 }
 
-// process answers every puzzle of b and stores the results.
-func (w *Worker) process(ctx context.Context, sv *solver.Solver, b *queue.Batch, st *BatchStats) ([]result.Result, bool, error) {
+// fail hands the message back after a failure: abandoned (Nak) when ctx
+// is done, dead-lettered on its last delivery, else nak'ed with a delay
+// that grows with its deliveries.
+func (t *task) fail(ctx context.Context, err error) {
+	w := t.w
+	t.st.Err = err
+	defer t.done()
+	if ctx.Err() != nil {
+		t.st.Outcome = "abandoned"
+		_ = t.m.Nak()
+		return
+	}
+	w.storeFailed(err)
+	if t.delivered >= uint64(w.q.Opts.MaxDeliver) {
+		t.st.Outcome = "dead_letter"
+		w.deadLetter(t.m, "max_deliver", err, t.delivered)
+		return
+	}
+	t.st.Outcome = "nak"
+	delay := w.opts.NakDelays[min(int(t.delivered)-1, len(w.opts.NakDelays)-1)]
+	_ = t.m.NakWithDelay(delay)
+}
+
+// answer returns the result of every puzzle of b: from the cache (unless
+// the producer looked already) or by solving.
+func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *queue.Batch, st *BatchStats) ([]result.Result, error) {
 	results := make([]result.Result, len(b.Items))
 	grids := make([]solver.Grid, len(b.Items))
 	keys := make([]string, len(b.Items))
@@ -374,7 +432,7 @@ func (w *Worker) process(ctx context.Context, sv *solver.Solver, b *queue.Batch,
 	if b.Flags&queue.FlagCacheChecked == 0 {
 		var err error
 		if cached, err = w.store.Get(ctx, keys); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	opts := solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: b.Flags&queue.FlagFirstSolution != 0}
@@ -389,16 +447,12 @@ func (w *Worker) process(ctx context.Context, sv *solver.Solver, b *queue.Batch,
 			results[i] = w.solveOne(ctx, sv, &grids[i], opts)
 			st.SolveTimes = append(st.SolveTimes, time.Since(t0))
 			if ctx.Err() != nil {
-				return nil, false, ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
 		st.Statuses[results[i].Status]++
 	}
-	finished, err := w.store.CompleteBatch(ctx, b.JobID, b.Index, results)
-	if err != nil {
-		return nil, false, err
-	}
-	return results, finished, nil
+	return results, nil
 }
 
 // solveOne solves g; a panic in the solver becomes the puzzle's error

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,22 @@ workers that cache their results in Redis.`,
 		return &exitError{code: ExitUsage, err: err}
 	})
 	config.AddFlags(root.PersistentFlags())
+	// A CPU profile of the whole command, for tuning; hidden from help.
+	root.PersistentFlags().String("cpuprofile", "", "write a CPU profile to `FILE`")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if p, _ := cmd.Flags().GetString("cpuprofile"); p != "" {
+			f, err := os.Create(p)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			cobra.OnFinalize(func() { pprof.StopCPUProfile(); f.Close() })
+		}
+		return nil
+	}
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())
 	}

@@ -121,3 +121,6 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, id st
 	}
 	return nil
 }
+
+// discardLogger logs nothing.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

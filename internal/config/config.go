@@ -184,7 +184,7 @@ type WorkerConfig struct {
 	// GOMAXPROCS (see Config.WorkerConcurrency).
 	Concurrency int `mapstructure:"concurrency"`
 	// Fetch is how many messages a worker asks for at a time; 0 means
-	// twice the concurrency (see Config.WorkerFetch).
+	// four times the concurrency (see Config.WorkerFetch).
 	Fetch int `mapstructure:"fetch"`
 	// ShutdownTimeout bounds how long a stopping worker finishes its
 	// in-flight batches; what is left is redelivered to others.
@@ -298,13 +298,14 @@ func (c Config) WorkerConcurrency() int {
 }
 
 // WorkerFetch returns how many messages a worker asks for at a time:
-// Worker.Fetch, or twice WorkerConcurrency when that is 0, so the
-// solvers have the next batch at hand while one is acknowledged.
+// Worker.Fetch, or four times WorkerConcurrency when that is 0, so the
+// solvers have the next batches at hand while others are stored and
+// acknowledged.
 func (c Config) WorkerFetch() int {
 	if c.Worker.Fetch > 0 {
 		return c.Worker.Fetch
 	}
-	return 2 * c.WorkerConcurrency()
+	return 4 * c.WorkerConcurrency()
 }
 
 // WorkerHeartbeat returns the interval of a worker's progress heartbeats:
