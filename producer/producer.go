@@ -189,7 +189,7 @@ func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, err
 				} else {
 					seen[k] = struct{}{}
 					fresh = append(fresh, key)
-					puzzles[key] = grid.String()
+					puzzles[key] = string(queue.PackGrid(nil, &grid))
 				}
 			}
 		}

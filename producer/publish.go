@@ -18,8 +18,9 @@ import (
 type publisher struct {
 	p       *Producer
 	jobID   string
-	next    uint64 // next batch index
-	pending []inflight
+	next     uint64 // next batch index
+	nextItem uint64 // next item index: the distinct puzzles queued, in order
+	pending  []inflight
 }
 
 type inflight struct {
@@ -35,11 +36,11 @@ const publishRetries = 5
 
 func newPublisher(p *Producer, jobID string) *publisher { return &publisher{p: p, jobID: jobID} }
 
-// plan cuts puzzles into batches of at most BatchSize puzzles and
-// MaxMessageBytes bytes, numbering them.
+// plan cuts puzzles (packed grids) into batches of at most BatchSize
+// puzzles and MaxMessageBytes bytes, numbering them.
 func (pb *publisher) plan(puzzles []string) []queue.Batch {
 	var out []queue.Batch
-	flags := uint64(0)
+	flags := queue.FlagPacked
 	if !pb.p.opts.Force {
 		flags |= queue.FlagCacheChecked
 	}
@@ -57,7 +58,8 @@ func (pb *publisher) plan(puzzles []string) []queue.Batch {
 				break
 			}
 			size += n
-			b.Items = append(b.Items, queue.Item{Puzzle: puzzles[0]})
+			b.Items = append(b.Items, queue.Item{Index: pb.nextItem, Puzzle: puzzles[0]})
+			pb.nextItem++
 			puzzles = puzzles[1:]
 		}
 		pb.next++

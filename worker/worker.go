@@ -418,11 +418,24 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *queue.Batch, 
 	grids := make([]solver.Grid, len(b.Items))
 	keys := make([]string, len(b.Items))
 	valid := make([]bool, len(b.Items))
+	packed := b.Flags&queue.FlagPacked != 0
 	for i, it := range b.Items {
-		g, err := solver.Parse(it.Puzzle)
+		var g solver.Grid
+		var err error
+		if packed {
+			if g, err = queue.UnpackGrid(it.Puzzle); err == nil {
+				err = g.Validate()
+			}
+		} else {
+			g, err = solver.Parse(it.Puzzle)
+		}
 		if err != nil {
-			results[i] = result.Invalid(0, it.Puzzle, err)
-			results[i].Key = cache.InputKey(it.Puzzle)
+			text := it.Puzzle
+			if packed {
+				text = fmt.Sprintf("packed:%x", it.Puzzle)
+			}
+			results[i] = result.Invalid(0, text, err)
+			results[i].Key = cache.InputKey(text)
 			keys[i] = results[i].Key
 			continue
 		}
@@ -444,7 +457,7 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *queue.Batch, 
 			st.CacheHits++
 		case valid[i]:
 			t0 := time.Now()
-			results[i] = w.solveOne(ctx, sv, &grids[i], opts)
+			results[i] = w.solveOne(ctx, sv, &grids[i], keys[i], opts)
 			st.SolveTimes = append(st.SolveTimes, time.Since(t0))
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -457,16 +470,16 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *queue.Batch, 
 
 // solveOne solves g; a panic in the solver becomes the puzzle's error
 // instead of killing the worker.
-func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, opts solver.Options) (res result.Result) {
+func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, key string, opts solver.Options) (res result.Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			*sv = solver.Solver{} // its state may be inconsistent
-			res = result.Result{Puzzle: g.String(), Key: g.Key(), Status: result.StatusGaveUp,
+			res = result.Result{Puzzle: g.String(), Key: key, Status: result.StatusGaveUp,
 				Error: fmt.Sprintf("solver: internal error: %v", p)}
 		}
 	}()
 	r, err := w.solve(sv, ctx, g, opts)
-	return result.FromSolve(g, r, err)
+	return result.FromSolveKey(g, key, r, err)
 }
 
 // deadLetter copies m to the dead-letter stream with why it failed, then

@@ -10,13 +10,15 @@
 //
 //	byte     version (1)
 //	uvarint  flags: bit 0 FlagCacheChecked (the producer looked the keys up
-//	         already; the worker need not), bit 1 FlagFirstSolution
+//	         already; the worker need not), bit 1 FlagFirstSolution, bit 2
+//	         FlagPacked (every puzzle is a packed grid, see PackGrid)
 //	uvarint  length of the job id, then the job id (at most 64 bytes)
 //	uvarint  batch index within the job
 //	uvarint  number of puzzles n (at most MaxBatch)
 //	n times: uvarint item index within the job, uvarint length (at most
-//	         solver.MaxInputLen), then the puzzle's text (any format Parse
-//	         takes; producers send the 81-character canonical form)
+//	         solver.MaxInputLen), then the puzzle: with FlagPacked, a
+//	         41-byte packed grid; else text in any format solver.Parse
+//	         takes
 //
 // The header Nats-Msg-Id is "<job id>.<batch index>", so that JetStream
 // drops a batch published twice within the stream's duplicate window.
@@ -44,7 +46,36 @@ const (
 	// FlagFirstSolution: stop at the first solution instead of proving
 	// uniqueness.
 	FlagFirstSolution
+	// FlagPacked: every puzzle is a packed grid (PackGrid), half the size
+	// of the text and with nothing to parse.
+	FlagPacked
 )
+
+// PackedLen is the length of a packed grid.
+const PackedLen = 41
+
+// PackGrid appends g packed to dst: two cells a byte, the first cell in
+// the high nibble, 0 for a blank; the last byte's low nibble is 0.
+func PackGrid(dst []byte, g *solver.Grid) []byte {
+	for i := 0; i < 80; i += 2 {
+		dst = append(dst, g[i]<<4|g[i+1])
+	}
+	return append(dst, g[80]<<4)
+}
+
+// UnpackGrid reverses PackGrid. It checks the length only: a cell above 9
+// is left for solver's validation to report.
+func UnpackGrid(p string) (solver.Grid, error) {
+	var g solver.Grid
+	if len(p) != PackedLen {
+		return g, fmt.Errorf("queue: packed grid of %d bytes, want %d", len(p), PackedLen)
+	}
+	for i := 0; i < 40; i++ {
+		g[2*i], g[2*i+1] = p[i]>>4, p[i]&15
+	}
+	g[80] = p[40] >> 4
+	return g, nil
+}
 
 // MaxBatch is the most puzzles one message may carry.
 const MaxBatch = 100_000

@@ -91,6 +91,15 @@ func (r Result) OK() bool { return r.Status == StatusUnique || r.Status == Statu
 // that ended the search, give StatusGaveUp. A caller that treats cancellation as
 // "stop everything" must check its context before keeping the result.
 func FromSolve(g *solver.Grid, r solver.Result, err error) Result {
+	return FromSolveKey(g, "", r, err)
+}
+
+// FromSolveKey is FromSolve for a caller that has computed g.Key() already
+// (key; "" computes it).
+func FromSolveKey(g *solver.Grid, key string, r solver.Result, err error) Result {
+	if key == "" {
+		key = g.Key()
+	}
 	res := Result{Puzzle: g.String(), Guesses: r.Guesses}
 	if err != nil {
 		var pe *solver.ParseError
@@ -101,12 +110,12 @@ func FromSolve(g *solver.Grid, r solver.Result, err error) Result {
 			// search did not decide. Any other error is unexpected, and
 			// "gave up" with its text is still the honest report.
 			res.Status = StatusGaveUp
-			res.Key = g.Key()
+			res.Key = key
 		}
 		res.Error = err.Error()
 		return res
 	}
-	res.Key = g.Key()
+	res.Key = key
 	switch r.Status {
 	case solver.Unique:
 		res.Status = StatusUnique
