@@ -16,8 +16,8 @@ import (
 // number of acks outstanding, and republishes a batch whose publish failed
 // (the Nats-Msg-Id makes a repeat harmless).
 type publisher struct {
-	p       *Producer
-	jobID   string
+	p        *Producer
+	jobID    string
 	next     uint64 // next batch index
 	nextItem uint64 // next item index: the distinct puzzles queued, in order
 	pending  []inflight
