@@ -88,8 +88,12 @@ func (e *ParseError) Error() string {
 		if e.Cell < 0 || e.Cell > 80 {
 			where = "after the last cell"
 		}
-		return fmt.Sprintf("solver: line %d column %d: invalid character %s %s (want 1-9, or . or 0 for a blank)",
-			e.Line, e.Col, quoteRune(e.Char), where)
+		at := fmt.Sprintf("line %d column %d", e.Line, e.Col)
+		if e.Line <= 1 { // one line: callers name the input line themselves
+			at = fmt.Sprintf("column %d", e.Col)
+		}
+		return fmt.Sprintf("solver: %s: invalid character %s %s (want 1-9, or . or 0 for a blank)",
+			at, quoteRune(e.Char), where)
 	case Conflict:
 		return fmt.Sprintf("solver: digit %d repeats in %s %d: %s and %s",
 			e.Digit, e.Unit, e.unitNumber(), CellName(e.Cell), CellName(e.Cell2))

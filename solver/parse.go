@@ -1,18 +1,21 @@
 package solver
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Parse reads one puzzle from s, in either of two formats:
 //
-//   - One line of 81 cells, row by row: '1'-'9' for a given, '.' or '0' for
-//     a blank. Spaces and tabs around the line and a trailing "\n" or
-//     "\r\n" are ignored.
+//   - one line of 81 cells, row by row;
+//   - a grid of 9 lines of 9 cells each, as Sudoku sites print it, its lines
+//     ending in "\n" or "\r\n".
 //
-//   - A grid of 9 lines of 9 cells each, as Sudoku sites print it. Lines end
-//     in "\n" or "\r\n". Within a line, spaces and the box separators '|',
-//     '-' and '+' may stand between cells and are ignored; a line holding
-//     nothing else (such as "------+-------+------") or nothing at all is
-//     skipped, as are spaces and tabs at either end of a line.
+// A cell is '1'-'9' for a given, '.' or '0' for a blank. In both formats,
+// spaces and the box separators '|', '-' and '+' may stand between cells
+// and are ignored, as are spaces and tabs at either end of a line and a
+// "\r" before its "\n". Lines that hold no cell, blank or made of
+// separators only (such as "------+-------+------"), are skipped.
 //
 // Only '.' and '0' mean a blank: they are what the data sets, our own
 // output and most sites use, and accepting more ('_', '*', 'x'...) later is
@@ -97,14 +100,8 @@ func parseText(s string) (Grid, error) {
 	lineNo := 0
 	for rest := s; ; {
 		lineNo++
-		line := rest
-		more := false
-		for i := 0; i < len(rest); i++ {
-			if rest[i] == '\n' {
-				line, rest, more = rest[:i], rest[i+1:], true
-				break
-			}
-		}
+		line, next, more := strings.Cut(rest, "\n")
+		rest = next
 		// Trim the ends: "\r" only at the right, where it ends a "\r\n".
 		start, end := 0, len(line)
 		for start < end && (line[start] == ' ' || line[start] == '\t') {

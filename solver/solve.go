@@ -79,6 +79,7 @@ type GaveUpError struct {
 	Guesses int64 // branch points met by then
 }
 
+// Error says how far the search went.
 func (e *GaveUpError) Error() string {
 	return fmt.Sprintf("solver: gave up after %d nodes (%d guesses) without an answer", e.Nodes, e.Guesses)
 }
@@ -114,6 +115,9 @@ type Solver struct {
 func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
 	if err := g.Validate(); err != nil {
 		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("solver: not started: %w", err)
 	}
 	e := &sv.e
 	*e = engine{limit: 2, maxNodes: opts.MaxNodes, ctx: ctx, stack: e.stack}
@@ -383,7 +387,8 @@ func (s *state) stacks() (changed, ok bool) {
 func (e *engine) search(s *state, depth int) {
 	e.nodes++
 	if e.nodes > e.maxNodes && e.maxNodes >= 0 {
-		e.err = &GaveUpError{Nodes: e.nodes - 1, Guesses: e.guesses}
+		e.nodes-- // this node was not visited
+		e.err = &GaveUpError{Nodes: e.nodes, Guesses: e.guesses}
 		return
 	}
 	if e.nodes&(ctxCheckEvery-1) == 0 {
