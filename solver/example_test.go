@@ -133,7 +133,7 @@ func ExampleParseError() {
 	// Output:
 	// cells: 80
 	// solver: 80 cells, want 81
-	// character '９' at column 14
+	// character '９' at line 1 column 14
 	// solver: column 14: invalid character '９' (U+FF19) for cell r2c5 (want 1-9, or . or 0 for a blank)
 	// repeated digit: 9 in a row
 	// solver: digit 9 repeats in row 9: r9c8 and r9c9
