@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
@@ -57,7 +56,6 @@ type Options struct {
 // Producer submits jobs. It is safe for concurrent use.
 type Producer struct {
 	js    jetstream.JetStream
-	nc    *nats.Conn
 	q     queue.Options
 	store Store
 	opts  Options
@@ -72,7 +70,7 @@ func New(js jetstream.JetStream, q queue.Options, store Store, opts Options) *Pr
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 1 << 20
 	}
-	return &Producer{js: js, nc: js.Conn(), q: q, store: store, opts: opts}
+	return &Producer{js: js, q: q, store: store, opts: opts}
 }
 
 // Submitted describes a job just submitted.
@@ -195,7 +193,14 @@ func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, err
 		}
 		if perr != nil {
 			r := result.Invalid(it.Line, it.Text, perr)
-			r.Key = cache.InputKey(r.Puzzle)
+			// A line too long to read keeps only its first bytes in Text:
+			// its error, which gives its length, goes into its key too, or
+			// two long lines that start alike would share one result.
+			raw := r.Puzzle
+			if it.Err != nil {
+				raw += "\x00" + r.Error
+			}
+			r.Key = cache.InputKey(raw)
 			key = r.Key
 			sub.Invalid++
 			if len(sub.InvalidLines) < maxReported {
