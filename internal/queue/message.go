@@ -202,6 +202,10 @@ func (d *decoder) uvarint(what string) uint64 {
 		d.fail("bad or missing " + what)
 		return 0
 	}
+	if n > 1 && d.data[d.off+n-1] == 0 { // one encoding per number
+		d.fail("padded " + what)
+		return 0
+	}
 	d.off += n
 	return v
 }
