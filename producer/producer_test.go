@@ -90,7 +90,7 @@ func TestSubmitCounts(t *testing.T) {
 		t.Fatalf("first job: %+v", sub)
 	}
 	lines := append([]string{}, ps[:50]...)         // 30 cached, 20 new
-	lines = append(lines, ps[40], ps[40], ps[0])     // 3 repeated
+	lines = append(lines, ps[40], ps[40], ps[0])    // 3 repeated
 	lines = append(lines, "", "# comment", "12345") // 1 invalid; 2 skipped
 	sub, rs := h.submit(t, lines, Options{BatchSize: 7})
 	want := Submitted{Lines: 54, Invalid: 1, Cached: 30, Repeated: 3, Queued: 20, Batches: 3}
