@@ -134,7 +134,9 @@ func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, err
 		}
 		var todo []string
 		for i, k := range fresh {
-			if hits != nil && hits[i] != nil {
+			// A cached gave_up is no answer, only a search that ran out of
+			// its budget: solve it again (perhaps with a larger one).
+			if hits != nil && hits[i] != nil && hits[i].Status != result.StatusGaveUp {
 				d.Counts[hits[i].Status]++
 				sub.Cached++
 				continue

@@ -125,6 +125,9 @@ func (r *Redis) Put(ctx context.Context, rs []result.Result) error {
 // queuePut adds the commands that store rs to p: one MSET where it can,
 // else one SET per key.
 func (r *Redis) queuePut(ctx context.Context, p redis.Pipeliner, rs []result.Result) {
+	if len(rs) == 0 {
+		return // an MSET without arguments is an error
+	}
 	if r.ttl > 0 || r.cluster {
 		for i := range rs {
 			p.Set(ctx, r.solKey(rs[i].Key), encodeResult(&rs[i]), r.ttl)
