@@ -2,17 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
-	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -103,34 +99,7 @@ func writeOne(cmd *cobra.Command, format result.Format, r result.Result) error {
 
 // SolveInteractive sends one canonical puzzle to the workers on the
 // interactive subject and waits for its result, carried by the completion
-// event. It is a one-puzzle job without a job record.
+// event: producer.SolveInteractive on conn's queue.
 func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string) (result.Result, error) {
-	id := producer.NewJobID()
-	q := conn.Queue.Opts
-	sub, err := conn.NC.SubscribeSync(q.EventSubject(id))
-	if err != nil {
-		return result.Result{}, fmt.Errorf("get: subscribe: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	b := queue.Batch{JobID: id, Items: []queue.Item{{Puzzle: puzzle}}}
-	m := nats.NewMsg(q.InteractiveSubject())
-	m.Data = b.Append(nil)
-	m.Header.Set(nats.MsgIdHdr, b.MsgID())
-	if _, err := conn.JS.PublishMsg(ctx, m); err != nil {
-		return result.Result{}, fmt.Errorf("get: publish: %w", err)
-	}
-	msg, err := sub.NextMsgWithContext(ctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return result.Result{}, fmt.Errorf("get: no worker answered in time (is one running?): %w", err)
-		}
-		return result.Result{}, fmt.Errorf("get: %w", err)
-	}
-	var ev struct {
-		Results []result.Result `json:"results"`
-	}
-	if err := json.Unmarshal(msg.Data, &ev); err != nil || len(ev.Results) != 1 {
-		return result.Result{}, fmt.Errorf("get: bad event from a worker: %q", msg.Data)
-	}
-	return ev.Results[0], nil
+	return producer.SolveInteractive(ctx, conn.JS, conn.Queue.Opts, puzzle)
 }

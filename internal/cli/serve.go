@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
+	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
+	"github.com/sudoku-queue/sudoku-queue/worker"
+)
+
+func init() { addCommand(newServeCmd) }
+
+func newServeCmd() *cobra.Command {
+	var (
+		addr     string
+		embedded bool
+		cors     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API and the live web dashboard",
+		Long: `Serve the JSON API under /v1 (described at /v1/openapi.json), the web
+dashboard at /, and the API's Prometheus metrics at /metrics, on serve.addr
+(default 127.0.0.1:8080; --addr overrides it).
+
+It connects to NATS and Redis like 'sudoku submit', for workers started
+elsewhere. With --embedded it runs alone like 'sudoku solve': an embedded
+NATS server, a worker pool in this process, and Redis if it answers (else a
+cache in memory).
+
+serve.token (from $SUDOKU_SERVE_TOKEN or serve.token_file) makes every /v1
+call need "Authorization: Bearer TOKEN". serve.max_body_bytes bounds a
+request's body, serve.request_timeout its handling. On SIGINT or SIGTERM it
+stops accepting, ends the streams and finishes the requests in progress.`,
+		Example: `  sudoku serve --embedded
+  sudoku serve --addr 0.0.0.0:8080 --nats-url nats://nats:4222 --redis-addrs redis:6379
+  curl -s localhost:8080/v1/solve --data-binary @puzzle.txt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, log, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("addr") {
+				if _, _, err := net.SplitHostPort(addr); err != nil {
+					return usageErrorf("--addr %q: want host:port: %w", addr, err)
+				}
+				cfg.Serve.Addr = addr
+			}
+			oo := app.OpenOptions{}
+			if embedded {
+				oo = app.OpenOptions{Embedded: true, AllowMemoryStore: true}
+			}
+			conn, err := app.Open(ctx, cfg, oo, log)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			if embedded {
+				stop := startLocalWorker(ctx, cfg, log, conn)
+				defer stop()
+			}
+			ln, err := net.Listen("tcp", cfg.Serve.Addr)
+			if err != nil {
+				return fmt.Errorf("serve: listen on serve.addr %s: %w", cfg.Serve.Addr, err)
+			}
+			srv, err := httpapi.New(conn.Queue, conn.Store, httpapi.Options{
+				Token:          cfg.Serve.Token.Reveal(),
+				MaxBodyBytes:   cfg.Serve.MaxBodyBytes,
+				RequestTimeout: cfg.Serve.RequestTimeout,
+				Producer:       producerOptions(cfg, false, false),
+				CORSOrigins:    cors,
+				Logger:         log,
+			})
+			if err != nil {
+				_ = ln.Close()
+				return err
+			}
+			defer srv.Close()
+			log.Info("sudoku serve starting", "embedded", embedded, "memory_store", conn.MemoryStore,
+				"auth", cfg.Serve.Token != "", "config", cfg)
+			return srv.Serve(ctx, ln)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", config.Default().Serve.Addr, "listen on this `host:port` (serve.addr, $SUDOKU_SERVE_ADDR)")
+	cmd.Flags().BoolVar(&embedded, "embedded", false, "run alone: embedded NATS, in-process workers, Redis or memory")
+	cmd.Flags().StringSliceVar(&cors, "cors-origin", nil, "allow browser calls from these `origins` (\"*\": any); default: CORS off")
+	return cmd
+}
+
+// startLocalWorker runs a worker pool in this process on conn, as 'sudoku
+// solve' does, until the returned stop is called; stop waits for it.
+func startLocalWorker(ctx context.Context, cfg *config.Config, log *slog.Logger, conn *app.Conn) (stop func()) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w := worker.New(conn.NC, conn.Queue, conn.Store, worker.Options{
+		Concurrency:     cfg.WorkerConcurrency(),
+		Fetch:           cfg.WorkerFetch(),
+		MaxNodes:        cfg.Worker.MaxNodes,
+		Heartbeat:       cfg.WorkerHeartbeat(),
+		NakDelays:       cfg.Queue.Backoff,
+		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		// Its start and stop are not news here; its warnings are.
+		Logger: slog.New(quietHandler{log.Handler()}),
+	})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			log.Warn("serve: in-process worker", "err", err)
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// chromiumPath returns the Chromium to drive: $SUDOKU_TEST_CHROMIUM, or the
+// Debian package's /usr/bin/chromium, or one on $PATH; "" when there is
+// none.
+func chromiumPath() string {
+	if p := os.Getenv("SUDOKU_TEST_CHROMIUM"); p != "" {
+		if p, err := exec.LookPath(p); err == nil {
+			return p
+		}
+		return ""
+	}
+	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts a headless Chromium for the test, with a private
+// profile and nothing that reaches the network on its own.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("Chromium not found, skipping the browser test: install it with " +
+			"`apt-get install -y chromium` (or set SUDOKU_TEST_CHROMIUM)")
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1400),
+	)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// The first Run starts the browser; its context must not have a timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// run runs browser actions within d.
+func run(t *testing.T, ctx context.Context, d time.Duration, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(tctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// TestDashboardInBrowser loads the dashboard in headless Chromium, pastes
+// a puzzle and sees the solved grid, submits a job through the API and
+// watches its progress bar reach 100%, checks the page on a phone's
+// screen, and saves screenshots in the test's folder (or
+// $SUDOKU_SCREENSHOT_DIR) and, with SUDOKU_UPDATE_SCREENSHOT=1, the
+// README's docs/dashboard.png.
+func TestDashboardInBrowser(t *testing.T) {
+	ctx := browser(t)
+	e := newEnv(t, envOptions{opts: Options{StatsInterval: 250 * time.Millisecond}})
+	// Some history for the chart and the job list.
+	warm := e.submit("text/plain", strings.Join(variants(t, 3000, clue17), "\n"), "")
+	e.waitJob(warm.ID, 30*time.Second)
+
+	run(t, ctx, 20*time.Second, "load the dashboard",
+		chromedp.Navigate(e.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#conn.on")),
+		chromedp.WaitVisible(chromedp.CSS(`.bar[data-job="`+warm.ID+`"]`)),
+	)
+	if v := eval[string](t, ctx, `document.getElementById('workers').textContent`); v != "1" {
+		t.Errorf("workers online shows %q, want 1", v)
+	}
+
+	// Paste a puzzle (as a grid) and solve it.
+	run(t, ctx, 20*time.Second, "solve a puzzle",
+		chromedp.SetValue(chromedp.CSS("#puzzle"), grid1),
+		chromedp.Click(chromedp.CSS("#solve")),
+		chromedp.WaitVisible(chromedp.CSS("#grid")),
+	)
+	cells := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('#grid td')).map(td => td.textContent)`)
+	if got := strings.Join(cells, ""); got != solution1 {
+		t.Errorf("the grid shows %q, want the solution %q", got, solution1)
+	}
+	givens := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('#grid td.given')).map(td => td.textContent)`)
+	g, _ := solver.Parse(puzzle1)
+	if len(givens) != g.Givens() {
+		t.Errorf("%d cells are marked as givens, want %d", len(givens), g.Givens())
+	}
+	weight := eval[string](t, ctx, `getComputedStyle(document.querySelector('#grid td.given')).fontWeight`)
+	if weight < "600" {
+		t.Errorf("givens are not set apart: font-weight %s", weight)
+	}
+	status := eval[string](t, ctx, `document.getElementById('solve-status').textContent`)
+	if !strings.Contains(status, "unique") {
+		t.Errorf("status line %q", status)
+	}
+
+	// A bad puzzle shows the API's message, which names the cell.
+	run(t, ctx, 20*time.Second, "solve a bad puzzle",
+		chromedp.SetValue(chromedp.CSS("#puzzle"), puzzle1[:11]+"x"+puzzle1[12:]),
+		chromedp.Click(chromedp.CSS("#solve")),
+		chromedp.WaitVisible(chromedp.CSS("#solve-status.error")),
+	)
+	if msg := eval[string](t, ctx, `document.getElementById('solve-status').textContent`); !strings.Contains(msg, "r2c3") {
+		t.Errorf("bad puzzle message %q does not name the cell", msg)
+	}
+	run(t, ctx, 20*time.Second, "solve again",
+		chromedp.SetValue(chromedp.CSS("#puzzle"), puzzle1),
+		chromedp.Click(chromedp.CSS("#solve")),
+		chromedp.WaitVisible(chromedp.CSS("#solve-status.ok")),
+	)
+
+	// A job submitted through the API: its bar appears and reaches 100%.
+	lines := append(variants(t, 1500, hardest), "not a puzzle")
+	job := e.submit("text/plain", strings.Join(lines, "\n"), "")
+	bar := `.bar[data-job="` + job.ID + `"]`
+	run(t, ctx, 20*time.Second, "see the job", chromedp.WaitVisible(chromedp.CSS(bar)))
+	run(t, ctx, 60*time.Second, "watch the job reach 100%", chromedp.WaitVisible(chromedp.CSS(bar+`[aria-valuenow="100"]`)))
+	if w := eval[string](t, ctx, `document.querySelector('`+bar+` .fill').style.width`); w != "100%" {
+		t.Errorf("the bar of the finished job is %s wide", w)
+	}
+	if n := eval[int](t, ctx, `points.filter(v => v > 0).length`); n == 0 {
+		t.Errorf("the chart has no point above 0 after two jobs")
+	}
+	// Let the chart and the figures catch up for the picture.
+	run(t, ctx, 10*time.Second, "settle", chromedp.Sleep(1500*time.Millisecond))
+
+	update := os.Getenv("SUDOKU_UPDATE_SCREENSHOT") == "1"
+	if update {
+		showcase(t, ctx, e, warm)
+	}
+	dir := os.Getenv("SUDOKU_SCREENSHOT_DIR") // to keep them; else the test's folder
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot := filepath.Join(dir, "dashboard.png")
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+	if update {
+		// The README's picture: the top of the page, as a laptop shows it.
+		if png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		docs := filepath.Join("..", "..", "docs", "dashboard.png")
+		if err := os.MkdirAll(filepath.Dir(docs), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(docs, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("updated %s", docs)
+	}
+
+	// On a phone's screen nothing is wider than the screen.
+	run(t, ctx, 20*time.Second, "phone screen",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Sleep(500*time.Millisecond),
+	)
+	if over := eval[int](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+		t.Errorf("on a 390px screen the page is %dpx too wide", over)
+	}
+	phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("phone screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dashboard-phone.png"), phone, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// showcase puts the dashboard in a state worth a picture for the README:
+// a cached resubmission, a few jobs of hard puzzles a second apart for the
+// chart, and a large job caught half-way.
+func showcase(t *testing.T, ctx context.Context, e *env, warm Submitted) {
+	t.Helper()
+	seed := uint64(0)
+	relabelled := func(n int) string {
+		seed++
+		return strings.Join(relabelled(t, n, seed), "\n")
+	}
+	res, data := e.get("/v1/jobs/" + warm.ID)
+	if res.StatusCode != 200 {
+		t.Fatalf("warm job: %s", data)
+	}
+	e.submit("text/plain", strings.Join(variants(t, 3000, clue17), "\n"), "") // all cached
+	for range 6 {
+		s := e.submit("text/plain", relabelled(2000), "")
+		e.waitJob(s.ID, time.Minute)
+		run(t, ctx, 5*time.Second, "pause", chromedp.Sleep(time.Second))
+	}
+	big := e.submit("text/plain", relabelled(40000), "")
+	bar := `.bar[data-job="` + big.ID + `"]`
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		pct := eval[int](t, ctx, `Number((document.querySelector('`+bar+`') || {getAttribute: () => 0}).getAttribute('aria-valuenow'))`)
+		if pct >= 35 && pct <= 85 {
+			return
+		}
+		if pct == 100 {
+			t.Logf("showcase: the large job finished before the picture")
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

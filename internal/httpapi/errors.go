@@ -1,0 +1,202 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// The error codes of the API: the "code" of an error body. They are
+// stable; clients may switch on them. openapi.json lists them too.
+const (
+	// CodeBadPuzzle (400): the puzzle does not parse or has a repeated
+	// given; the message and the details name the line, column and cell.
+	CodeBadPuzzle = "bad_puzzle"
+	// CodeBadKey (400): a solution key that is not 64 lower-case hex digits.
+	CodeBadKey = "bad_key"
+	// CodeBadJobID (400): a job id that cannot be one.
+	CodeBadJobID = "bad_job_id"
+	// CodeBadJSON (400): a JSON body that does not decode, or not of the
+	// expected shape.
+	CodeBadJSON = "bad_json"
+	// CodeBadRequest (400): a missing or bad query parameter.
+	CodeBadRequest = "bad_request"
+	// CodeUnauthorized (401): no bearer token, or the wrong one.
+	CodeUnauthorized = "unauthorized"
+	// CodeNotFound (404): no such route.
+	CodeNotFound = "not_found"
+	// CodeJobNotFound (404): no job with that id (or it expired).
+	CodeJobNotFound = "job_not_found"
+	// CodeSolutionNotFound (404): the puzzle or key is not in the cache.
+	CodeSolutionNotFound = "solution_not_found"
+	// CodeMethodNotAllowed (405): the route exists for other methods (see
+	// the Allow header).
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeJobNotFinished (409): results asked for with wait=false before
+	// the job finished.
+	CodeJobNotFinished = "job_not_finished"
+	// CodeTooLarge (413): the body is larger than serve.max_body_bytes.
+	CodeTooLarge = "too_large"
+	// CodeInternal (500): a bug; the server log has the details.
+	CodeInternal = "internal"
+	// CodeQueueUnavailable (503): NATS cannot be reached; retry later.
+	CodeQueueUnavailable = "queue_unavailable"
+	// CodeStoreUnavailable (503): Redis cannot be reached; retry later.
+	CodeStoreUnavailable = "store_unavailable"
+	// CodeSolveTimeout (504): no worker answered in time; retry later.
+	CodeSolveTimeout = "solve_timeout"
+)
+
+// retryAfter is the retry hint of 503 and 504 answers.
+const retryAfter = 5 * time.Second
+
+// Error is an API error: the HTTP status, a stable Code, a Message for
+// people that says what is wrong, optional Details (for a bad puzzle: the
+// line, column and cell), a retry hint for 503s, and the cause, which is
+// logged but never shown.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	Details    map[string]any
+	RetryAfter time.Duration
+	Err        error
+}
+
+// Error returns the code and the message, and the cause if any.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Code + ": " + e.Message + ": " + e.Err.Error()
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorBody is the JSON of an error answer:
+// {"error":{"code":"bad_puzzle","message":"...","details":{...}}}.
+type errorBody struct {
+	Error struct {
+		Code    string         `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details,omitempty"`
+	} `json:"error"`
+}
+
+// write sends e as the answer.
+func (e *Error) write(w http.ResponseWriter) {
+	var b errorBody
+	b.Error.Code, b.Error.Message, b.Error.Details = e.Code, e.Message, e.Details
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Seconds())))
+	}
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sudoku"`)
+	}
+	writeJSON(w, e.Status, &b)
+}
+
+// writeJSON sends v as a JSON answer with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only values of our own types are written: this is a bug.
+		status = http.StatusInternalServerError
+		data = []byte(`{"error":{"code":"internal","message":"internal error: cannot encode the answer"}}`)
+	}
+	data = append(data, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// errorf returns an *Error without a cause.
+func errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// badPuzzle returns the 400 for a puzzle that does not parse: the
+// solver's message, which names the line, column and cell, and the same
+// facts as details.
+func badPuzzle(err error) *Error {
+	e := &Error{Status: http.StatusBadRequest, Code: CodeBadPuzzle, Message: err.Error()}
+	var pe *solver.ParseError
+	if !errors.As(err, &pe) {
+		return e
+	}
+	d := map[string]any{}
+	switch pe.Kind {
+	case solver.BadChar:
+		d["reason"] = "bad_char"
+		d["line"], d["column"], d["char"] = pe.Line, pe.Col, string(pe.Char)
+		if pe.Cell >= 0 && pe.Cell < 81 {
+			d["cell"] = solver.CellName(pe.Cell)
+		}
+	case solver.CellCount:
+		d["reason"] = "cell_count"
+		d["cells"] = pe.Cells
+		if pe.Line > 0 {
+			d["line"] = pe.Line
+		}
+	case solver.Conflict:
+		d["reason"] = "conflict"
+		d["digit"], d["unit"] = pe.Digit, pe.Unit.String()
+		d["cell"], d["cell2"] = solver.CellName(pe.Cell), solver.CellName(pe.Cell2)
+	case solver.BadDigit:
+		d["reason"] = "bad_digit"
+		d["cell"], d["digit"] = solver.CellName(pe.Cell), pe.Digit
+	case solver.TooLong:
+		d["reason"] = "too_long"
+		d["bytes"], d["max_bytes"] = pe.Len, solver.MaxInputLen
+	}
+	e.Details = d
+	return e
+}
+
+// storeUnavailable is the 503 for a failed call to the result store.
+func storeUnavailable(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
+		Message: "the result store (Redis) is not answering; retry later", RetryAfter: retryAfter, Err: err}
+}
+
+// queueUnavailable is the 503 for a failed call to NATS.
+func queueUnavailable(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeQueueUnavailable,
+		Message: "the queue (NATS JetStream) is not answering; retry later", RetryAfter: retryAfter, Err: err}
+}
+
+// dependencyError turns the error of an operation that used both NATS and
+// the store into the 503 of whichever is down, found by asking both; a
+// failure neither explains is a 500.
+func (s *Server) dependencyError(ctx context.Context, err error) *Error {
+	if !s.nc.IsConnected() {
+		return queueUnavailable(err)
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if perr := s.store.Ping(pctx); perr != nil {
+		return storeUnavailable(err)
+	}
+	if ctx.Err() != nil {
+		// Both answer now, but not within the request's time.
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeQueueUnavailable,
+			Message: "the queue or the store was too slow to answer in time; retry later", RetryAfter: retryAfter, Err: err}
+	}
+	return internalError(err)
+}
+
+// internalError is the 500 for a failure that is not the caller's nor a
+// service's: the message says where to look, the cause is logged.
+func internalError(err error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal,
+		Message: "internal error; the server log has the details", Err: err}
+}

@@ -1,0 +1,553 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// Submitted is the answer to POST /v1/jobs: the job's id and what the
+// submission did with each line.
+type Submitted struct {
+	ID string `json:"id"`
+	// Lines is the number of puzzle lines (JSON: elements) read; Accepted
+	// of them are puzzles and Invalid are not. Of the accepted ones, Cached
+	// were answered from the cache, Repeated were seen before in the job,
+	// and Queued distinct puzzles went to the workers in Batches messages.
+	Lines    int64 `json:"lines"`
+	Accepted int64 `json:"accepted"`
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	Batches  int64 `json:"batches"`
+	// Finished is true when nothing needed a worker.
+	Finished bool `json:"finished"`
+	// InvalidLines are the first (up to 100) invalid lines: line number,
+	// text and why.
+	InvalidLines []InvalidLine `json:"invalid_lines"`
+	// Links are the job's URLs.
+	Links Links `json:"links"`
+}
+
+// InvalidLine is a line of a job that is not a puzzle.
+type InvalidLine struct {
+	Line   int    `json:"line"`
+	Puzzle string `json:"puzzle"`
+	Error  string `json:"error"`
+}
+
+// Links are the URLs of a job.
+type Links struct {
+	Self    string `json:"self"`
+	Results string `json:"results"`
+}
+
+func jobLinks(id string) Links {
+	return Links{Self: "/v1/jobs/" + id, Results: "/v1/jobs/" + id + "/results"}
+}
+
+// postJobs answers POST /v1/jobs: the body is read as it arrives (text,
+// one puzzle per line; or, with Content-Type application/json, an array
+// of strings, one puzzle each) and streamed through producer.Submit, so
+// memory does not grow with the body. ?force=true solves cached puzzles
+// again; ?first=true stops at each puzzle's first solution.
+//
+// A body over MaxBodyBytes gets a 413, malformed JSON a 400. Bodies are
+// read up to spoolBytes (1 MiB) before the job is created, so such a
+// mistake in a small body leaves nothing behind; in a larger body it may
+// be found after the first batches were published: that job is left
+// unsealed (state "submitting" for ever, never finished) and a new one
+// must be submitted.
+func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
+	opts := s.opts.Producer
+	var err error
+	if opts.Force, err = boolParam(r, "force"); err != nil {
+		return err
+	}
+	if opts.FirstSolution, err = boolParam(r, "first"); err != nil {
+		return err
+	}
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		return tooLarge(s.opts.MaxBodyBytes)
+	}
+	if !s.nc.IsConnected() {
+		// Publishing would wait for a reconnection until the time is up.
+		return queueUnavailable(fmt.Errorf("nats: %s", s.nc.Status()))
+	}
+	var body io.Reader = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	ctx := r.Context()
+	if isJSON(r) {
+		pr, pw := io.Pipe()
+		done := make(chan struct{})
+		go func(src io.Reader) {
+			defer close(done)
+			pw.CloseWithError(jsonLines(src, pw))
+		}(body)
+		defer func() {
+			// Unblock the decoder if Submit stopped reading, and wait for it.
+			_ = pr.Close()
+			<-done
+		}()
+		body = pr
+	}
+	bodyError := func(err error) *Error {
+		var mbe *http.MaxBytesError
+		var je *jsonBodyError
+		switch {
+		case errors.As(err, &mbe):
+			return tooLarge(s.opts.MaxBodyBytes)
+		case errors.As(err, &je):
+			return errorf(http.StatusBadRequest, CodeBadJSON, "%s", je.msg)
+		}
+		return nil
+	}
+	// Read the first spoolBytes before creating the job: a body that fails
+	// within them (bad JSON, over the limit, the client gone) leaves no job
+	// behind; only a larger body is submitted as it arrives.
+	spool := spoolBytes
+	if r.ContentLength >= 0 && r.ContentLength < spoolBytes {
+		// The lines are never longer than the body (JSON only shrinks).
+		spool = max(16, int(r.ContentLength)+1)
+	}
+	br := bufio.NewReaderSize(body, spool)
+	if _, err := br.Peek(spool); err != nil && !errors.Is(err, io.EOF) {
+		if e := bodyError(err); e != nil {
+			return e
+		}
+		return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
+	}
+	p := producer.New(s.q.JS, s.q.Opts, s.store, opts)
+	sub, err := p.Submit(ctx, input.NewReader(br))
+	if err != nil {
+		if e := bodyError(err); e != nil {
+			return e
+		}
+		return s.dependencyError(ctx, err)
+	}
+	s.metrics.cacheLookups(sub.Cached, sub.Queued)
+	out := Submitted{
+		ID: sub.ID, Lines: sub.Lines, Accepted: sub.Lines - sub.Invalid, Invalid: sub.Invalid,
+		Cached: sub.Cached, Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches,
+		Finished: sub.Finished, InvalidLines: make([]InvalidLine, 0, len(sub.InvalidLines)),
+		Links: jobLinks(sub.ID),
+	}
+	for _, r := range sub.InvalidLines {
+		out.InvalidLines = append(out.InvalidLines, InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
+	}
+	w.Header().Set("Location", out.Links.Self)
+	writeJSON(w, http.StatusAccepted, &out)
+	return nil
+}
+
+// spoolBytes is how much of a job's body (as lines) is read before the
+// job is created.
+const spoolBytes = 1 << 20
+
+// jsonBodyError is a JSON body that is not an array of strings.
+type jsonBodyError struct{ msg string }
+
+func (e *jsonBodyError) Error() string { return "httpapi: " + e.msg }
+
+// jsonLines reads a JSON array of strings from r with a token stream and
+// writes each string to w as one line, so that input.Reader sees the
+// text format: element i is line i+1. An element that holds a 9-line grid
+// is written in its one-line form; one that does not parse and holds line
+// breaks has them turned into spaces (its error then describes it as one
+// line). An empty element, or one starting with '#', is skipped like a
+// blank or comment line. Errors from r (such as the size limit) are
+// returned as they are; a body of the wrong shape gives a
+// *jsonBodyError that says where.
+func jsonLines(r io.Reader, w io.Writer) error {
+	dec := json.NewDecoder(r)
+	fail := func(format string, args ...any) error {
+		return &jsonBodyError{msg: fmt.Sprintf("body at byte %d: ", dec.InputOffset()) + fmt.Sprintf(format, args...)}
+	}
+	readErr := func(err error) error {
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			return fail("not JSON: %v", err)
+		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+			return fail("the array is not closed")
+		}
+		return err
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return fail("empty body: want a JSON array of strings")
+		}
+		return readErr(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fail("want a JSON array of strings, found %v", tok)
+	}
+	var line []byte
+	for n := 1; dec.More(); n++ {
+		tok, err := dec.Token()
+		if err != nil {
+			return readErr(err)
+		}
+		el, ok := tok.(string)
+		if !ok {
+			return fail("element %d: want a string (one puzzle), found %v", n, tok)
+		}
+		if strings.ContainsAny(el, "\r\n") {
+			if g, err := solver.Parse(el); err == nil {
+				el = g.String()
+			} else {
+				el = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(el)
+			}
+		}
+		line = append(append(line[:0], el...), '\n')
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return readErr(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fail("unexpected data after the array")
+	}
+	return nil
+}
+
+// boolParam reads an optional boolean query parameter.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errorf(http.StatusBadRequest, CodeBadRequest, "?%s=%q: want true or false", name, clip(v))
+	}
+	return b, nil
+}
+
+// Job is a job's record as the API shows it.
+type Job struct {
+	ID string `json:"id"`
+	// State is "submitting" (batches are still being published; a job
+	// whose submission was cut short stays so), "running" or "finished".
+	State string `json:"state"`
+	// Lines is the number of puzzle lines: the number of results.
+	Lines int64 `json:"lines"`
+	// Queued distinct puzzles went to the workers; Done of them have a
+	// result; Batches messages carried them.
+	Queued  int64 `json:"queued"`
+	Done    int64 `json:"done"`
+	Batches int64 `json:"batches"`
+	// Progress is Done/Queued, from 0 to 1 (1 once finished).
+	Progress float64 `json:"progress"`
+	// Rate is the workers' speed on this job so far, in puzzles per
+	// second: Done over the time since the job was created (until it
+	// finished).
+	Rate float64 `json:"rate"`
+	// Counts are the results by status, per distinct puzzle (cached and
+	// invalid ones included); Failed of them are not unique solutions.
+	Counts map[result.Status]int64 `json:"counts"`
+	Failed int64                   `json:"failed"`
+	// Created is when the job was submitted; Finished when its last result
+	// came in (absent until then); Elapsed the seconds in between (or
+	// until now).
+	Created  time.Time  `json:"created"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Elapsed  float64    `json:"elapsed_seconds"`
+	Links    Links      `json:"links"`
+}
+
+// jobView converts a job record, as of now.
+func jobView(j *cache.Job, now time.Time) Job {
+	v := Job{ID: j.ID, Lines: j.Total, Queued: j.Queued, Done: j.Done, Batches: j.Batches,
+		Counts: j.Counts, Failed: j.Failed(), Created: j.Created, Links: jobLinks(j.ID)}
+	if v.Counts == nil {
+		v.Counts = map[result.Status]int64{}
+	}
+	end := now
+	switch {
+	case j.IsFinished():
+		v.State = "finished"
+		f := j.Finished
+		v.Finished, end = &f, f
+		v.Progress = 1
+	case !j.Sealed:
+		v.State = "submitting"
+	default:
+		v.State = "running"
+	}
+	if v.Progress == 0 && j.Queued > 0 {
+		v.Progress = min(1, float64(j.Done)/float64(j.Queued))
+	}
+	if !j.Created.IsZero() {
+		v.Elapsed = max(0, end.Sub(j.Created).Seconds())
+		if v.Elapsed > 0 {
+			v.Rate = float64(j.Done) / v.Elapsed
+		}
+	}
+	return v
+}
+
+// validJobID reports whether id can be a job id (producer.NewJobID: lower-
+// case base32hex), short enough to be a queue.Batch's.
+func validJobID(id string) bool {
+	if id == "" || len(id) > queue.MaxJobID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'v') {
+			return false
+		}
+	}
+	return true
+}
+
+// job reads the record of the job named in r's path.
+func (s *Server) job(r *http.Request) (cache.Job, error) {
+	id := r.PathValue("id")
+	if !validJobID(id) {
+		return cache.Job{}, errorf(http.StatusBadRequest, CodeBadJobID,
+			"job id %q: want the id POST /v1/jobs returned (lower-case letters a-v and digits)", clip(id))
+	}
+	j, err := s.store.Job(r.Context(), id)
+	switch {
+	case errors.Is(err, cache.ErrJobNotFound):
+		return j, errorf(http.StatusNotFound, CodeJobNotFound, "no job %s (never submitted, or expired)", id)
+	case err != nil:
+		return j, storeUnavailable(err)
+	}
+	return j, nil
+}
+
+// getJob answers GET /v1/jobs/{id}: the job's progress and counts.
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := s.job(r)
+	if err != nil {
+		return err
+	}
+	v := jobView(&j, time.Now())
+	writeJSON(w, http.StatusOK, &v)
+	return nil
+}
+
+// JobList is the answer of GET /v1/jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// maxJobList bounds ?limit of GET /v1/jobs.
+const maxJobList = 1000
+
+// listJobs answers GET /v1/jobs?limit=N: the newest jobs, newest first
+// (default 20, at most 1000).
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	limit := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxJobList {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "?limit=%q: want a number from 1 to %d", clip(v), maxJobList)
+		}
+		limit = n
+	}
+	jobs, err := s.store.Jobs(r.Context(), limit)
+	if err != nil {
+		return storeUnavailable(err)
+	}
+	now := time.Now()
+	out := JobList{Jobs: make([]Job, len(jobs))}
+	for i := range jobs {
+		out.Jobs[i] = jobView(&jobs[i], now)
+	}
+	writeJSON(w, http.StatusOK, &out)
+	return nil
+}
+
+// resultChunk is how many lines getResults reads per round trip.
+const resultChunk = 1024
+
+// resultsPoll is how often getResults reads the job when no completion
+// event wakes it; resultsWake the least time between two reads.
+const (
+	resultsPoll = time.Second
+	resultsWake = 100 * time.Millisecond
+)
+
+// writeTimeout bounds each write of a stream: a client that does not read
+// for that long is dropped.
+const writeTimeout = time.Minute
+
+// getResults answers GET /v1/jobs/{id}/results: the result of every line
+// in input order, as NDJSON (result records, as `--format jsonl`; the
+// default, or ?format=jsonl) or text (?format=text, as `sudoku solve`
+// prints). Results are sent as soon as every line before them has one, so
+// a client reads a long job as it progresses; the answer ends when the
+// job is finished. With ?wait=false, a job not finished yet gets a 409
+// instead.
+//
+// A line whose result is missing from the cache once the job is finished
+// (evicted) is reported as gave_up with producer.ErrMissing's message, as
+// `sudoku job wait` does. If the store fails for longer than
+// RequestTimeout once the answer has begun, it is cut short (no final
+// chunk), so the client cannot take it for complete.
+func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	format := result.JSONL
+	contentType := "application/x-ndjson"
+	switch f := q.Get("format"); f {
+	case "", "jsonl", "ndjson", "json":
+	case "text":
+		format, contentType = result.Text, "text/plain; charset=utf-8"
+	default:
+		return errorf(http.StatusBadRequest, CodeBadRequest, "?format=%q: want jsonl (the default) or text", clip(f))
+	}
+	wait := true
+	if q.Has("wait") {
+		var err error
+		if wait, err = boolParam(r, "wait"); err != nil {
+			return err
+		}
+	}
+	j, err := s.job(r)
+	if err != nil {
+		return err
+	}
+	if !wait && !j.IsFinished() {
+		return errorf(http.StatusConflict, CodeJobNotFinished, "job %s is not finished: %d of %d puzzles done",
+			j.ID, j.Done, j.Queued)
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.streams, cancel)
+	defer stop()
+	wake := make(chan struct{}, 1)
+	sub, err := s.nc.Subscribe(s.q.Opts.EventSubject(j.ID), func(*nats.Msg) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	if err == nil {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	out := result.NewWriter(w, format)
+	flush := func() error {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	_ = flush()
+
+	var next int64        // lines sent
+	var failing time.Time // when the store began to fail, zero while it answers
+	for {
+		finished := j.IsFinished()
+		n, err := s.sendResults(ctx, j.ID, next, finished, out)
+		next += n
+		if n > 0 {
+			if err := flush(); err != nil {
+				return nil // the client went away
+			}
+		}
+		switch {
+		case err != nil && (ctx.Err() != nil || errors.Is(err, errClientGone)):
+			return nil
+		case err != nil:
+			if failing.IsZero() {
+				failing = time.Now()
+			} else if time.Since(failing) > s.opts.RequestTimeout {
+				return storeUnavailable(err)
+			}
+		case finished:
+			return nil
+		default:
+			failing = time.Time{}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+			time.Sleep(resultsWake)
+		case <-time.After(resultsPoll):
+		}
+		nj, err := s.store.Job(ctx, j.ID)
+		if err == nil {
+			j = nj
+		}
+	}
+}
+
+// errClientGone is matched by the errors of writes to a client.
+var errClientGone = errors.New("httpapi: writing to the client")
+
+// sendResults writes the results of job id from line index from on, in
+// order, up to the first line without a result (or, when finished, to
+// the end, missing results as gave_up), and returns how many it wrote.
+func (s *Server) sendResults(ctx context.Context, id string, from int64, finished bool, out *result.Writer) (int64, error) {
+	var sent int64
+	for {
+		order, err := s.store.Order(ctx, id, from+sent, resultChunk)
+		if err != nil || len(order) == 0 {
+			return sent, err
+		}
+		keys := make([]string, len(order))
+		for i, e := range order {
+			keys[i] = e.Key
+		}
+		rs, err := s.store.Get(ctx, keys)
+		if err != nil {
+			return sent, err
+		}
+		for i, rp := range rs {
+			var res result.Result
+			switch {
+			case rp != nil:
+				res = *rp
+			case !finished:
+				return sent, nil
+			default:
+				res = result.Result{Key: keys[i], Status: result.StatusGaveUp, Error: producer.ErrMissing.Error()}
+			}
+			// As producer.Results does.
+			res.Line = order[i].Line
+			if res.Status == result.StatusInvalid {
+				res.Key = ""
+			}
+			if err := out.Write(res); err != nil {
+				return sent, fmt.Errorf("%w: %w", errClientGone, err)
+			}
+			sent++
+		}
+		if len(order) < resultChunk {
+			return sent, nil
+		}
+	}
+}

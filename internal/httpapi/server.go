@@ -1,0 +1,398 @@
+// Package httpapi is the HTTP face of sudoku-queue, served by `sudoku
+// serve`: a JSON API under /v1 for other programs (solve one puzzle,
+// submit a job, follow it, stream its results, look up cached solutions),
+// described by the OpenAPI document openapi.json served at
+// /v1/openapi.json; a live dashboard at / for people, served from assets
+// embedded in the binary; server-sent events with the service's figures
+// at /v1/events; and the API's Prometheus metrics at /metrics.
+//
+// Errors are JSON, {"error":{"code":"...","message":"..."}}, with a
+// stable code (see the Code constants): 4xx for the caller's mistakes,
+// 503 with Retry-After when NATS or Redis is down, never a stack trace.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+)
+
+// Store is what the API needs of the result store: *cache.Redis and
+// *cache.Memory have it.
+type Store interface {
+	producer.Store
+	Jobs(ctx context.Context, limit int) ([]cache.Job, error)
+	Ping(ctx context.Context) error
+}
+
+// Options tune a Server. The zero value works: no token, CORS off, the
+// defaults of configs/sudoku.yaml.
+type Options struct {
+	// Token, when not empty, is the bearer token every /v1 request must
+	// carry (Authorization: Bearer TOKEN). The dashboard page, its assets,
+	// /v1/openapi.json, /metrics, /healthz and /readyz stay public.
+	Token string
+	// MaxBodyBytes bounds a request's body (default 64 MiB); larger ones
+	// get a 413.
+	MaxBodyBytes int64
+	// RequestTimeout bounds one request (default 30s), the upload and
+	// submission of a job included; the streams (job results, events) are
+	// not bounded.
+	RequestTimeout time.Duration
+	// SolveTimeout bounds the wait for a worker in POST /v1/solve
+	// (default 10s, at most RequestTimeout).
+	SolveTimeout time.Duration
+	// ShutdownTimeout bounds the graceful shutdown of Serve (default 10s).
+	ShutdownTimeout time.Duration
+	// Producer are the batch settings of submitted jobs.
+	Producer producer.Options
+	// CORSOrigins are the origins allowed to call the API from a browser
+	// ("*" for any); empty, the default, turns CORS off.
+	CORSOrigins []string
+	// HotCacheSize bounds the results kept in this process in front of the
+	// store for single-puzzle lookups (default 32768, about 15 MB; negative
+	// turns it off). Only final results are kept (not gave_up): a puzzle's
+	// answer never changes.
+	HotCacheSize int
+	// StatsInterval is the period of the dashboard's figures and events
+	// (default 1s); StatsHistory how many periods the chart keeps (default
+	// 300: five minutes).
+	StatsInterval time.Duration
+	StatsHistory  int
+	// Logger receives the server's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 64 << 20
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.SolveTimeout <= 0 {
+		o.SolveTimeout = 10 * time.Second
+	}
+	o.SolveTimeout = min(o.SolveTimeout, o.RequestTimeout)
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	if o.StatsInterval <= 0 {
+		o.StatsInterval = time.Second
+	}
+	if o.StatsHistory <= 0 {
+		o.StatsHistory = 300
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.HotCacheSize == 0 {
+		o.HotCacheSize = 1 << 15
+	}
+}
+
+// Server serves the API and the dashboard for one queue and store. Create
+// it with New, serve Handler (or call Serve), and Close it. It is safe for
+// concurrent use.
+type Server struct {
+	nc      *nats.Conn
+	q       *queue.Queue
+	store   Store
+	opts    Options
+	log     *slog.Logger
+	metrics *apiMetrics
+	hot     *hotCache
+	stats   *statsHub
+	mux     *http.ServeMux
+	handler http.Handler
+	// patterns are the registered patterns, for the tests.
+	patterns []string
+
+	// streams ends the long-lived answers (job results, events) at
+	// shutdown, which http.Server.Shutdown does not do.
+	streams    context.Context
+	endStreams context.CancelFunc
+	closeOnce  sync.Once
+}
+
+// New returns a server for the queue q (set up with queue.Setup) and
+// store, and starts its statistics: it subscribes to the workers'
+// completion events. Close stops them.
+func New(q *queue.Queue, store Store, opts Options) (*Server, error) {
+	opts.defaults()
+	s := &Server{
+		nc:      q.JS.Conn(),
+		q:       q,
+		store:   store,
+		opts:    opts,
+		log:     opts.Logger,
+		metrics: newMetrics(),
+		hot:     newHotCache(opts.HotCacheSize),
+		mux:     http.NewServeMux(),
+	}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
+	var err error
+	if s.stats, err = newStatsHub(s); err != nil {
+		s.endStreams()
+		return nil, err
+	}
+	s.routes()
+	s.handler = s.metrics.instrument(s.mux)
+	return s, nil
+}
+
+// Handler returns the HTTP handler of every route.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the registry of the API's metrics, served at /metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// Close ends the streams in progress and stops the statistics. It does
+// not close the queue or the store. It is safe to call twice.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.endStreams()
+		s.stats.close()
+	})
+}
+
+// routeKind says how a route is served.
+type routeKind uint8
+
+const (
+	// apiRoute: a /v1 call bounded by RequestTimeout, behind the token.
+	apiRoute routeKind = iota
+	// streamRoute: a /v1 stream, behind the token, without a time bound.
+	streamRoute
+	// publicRoute: no token, bounded by RequestTimeout.
+	publicRoute
+)
+
+// handlerFunc is a handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// routes registers every route. openapi.json describes the /v1 ones; a
+// test checks that the two agree.
+func (s *Server) routes() {
+	s.handle("POST /v1/solve", apiRoute, s.postSolve)
+	s.handle("GET /v1/solutions/{key}", apiRoute, s.getSolutionByKey)
+	s.handle("GET /v1/solutions", apiRoute, s.getSolutionByPuzzle)
+	s.handle("POST /v1/jobs", apiRoute, s.postJobs)
+	s.handle("GET /v1/jobs", apiRoute, s.listJobs)
+	s.handle("GET /v1/jobs/{id}", apiRoute, s.getJob)
+	s.handle("GET /v1/jobs/{id}/results", streamRoute, s.getResults)
+	s.handle("GET /v1/stats", apiRoute, s.getStats)
+	s.handle("GET /v1/events", streamRoute, s.getEvents)
+	s.handle("GET /v1/openapi.json", publicRoute, s.getOpenAPI)
+	s.handle("/v1/", publicRoute, s.notFound)
+
+	s.handle("GET /{$}", publicRoute, s.getIndex)
+	s.handle("GET /static/", publicRoute, s.getStatic)
+	s.handle("GET /healthz", publicRoute, s.getHealthz)
+	s.handle("GET /readyz", publicRoute, s.getReadyz)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+}
+
+// handle registers h for pattern with the common parts of every answer:
+// CORS, the token, the time bound, errors as JSON, panics as 500s.
+func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		s.cors(w, r)
+		if kind != publicRoute && !s.authorized(r) {
+			errorf(http.StatusUnauthorized, CodeUnauthorized,
+				"missing or wrong bearer token: send the header Authorization: Bearer TOKEN (serve.token)").write(w)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if kind != streamRoute {
+			ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+			deadline := time.Now().Add(s.opts.RequestTimeout)
+			_ = rc.SetReadDeadline(deadline)
+			_ = rc.SetWriteDeadline(deadline.Add(time.Second))
+		}
+		sw, ok := w.(*statusWriter)
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("httpapi: panic", "route", pattern, "panic", p, "stack", string(debug.Stack()))
+				if ok && sw.status == 0 {
+					internalError(fmt.Errorf("panic: %v", p)).write(w)
+					return
+				}
+				panic(http.ErrAbortHandler)
+			}
+		}()
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			e = internalError(err)
+		}
+		switch {
+		case e.Status >= 500:
+			s.log.Warn("httpapi: request failed", "route", pattern, "code", e.Code, "err", err)
+		default:
+			s.log.Debug("httpapi: bad request", "route", pattern, "code", e.Code, "err", err)
+		}
+		if ok && sw.status != 0 {
+			// The answer has begun: the only way left to say it failed is to
+			// cut it short, so the client does not take it for complete.
+			panic(http.ErrAbortHandler)
+		}
+		e.write(w)
+	})
+}
+
+// authorized reports whether r carries the bearer token, or no token is
+// needed.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.opts.Token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.Token)) == 1
+}
+
+// cors sets the CORS headers for an allowed origin (preflight requests
+// are answered by notFound). With no origins configured it does nothing:
+// browsers then refuse other sites' calls.
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	if len(s.opts.CORSOrigins) == 0 || origin == "" {
+		return
+	}
+	allowed := false
+	for _, o := range s.opts.CORSOrigins {
+		if o == "*" || o == origin {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+}
+
+// preflight answers a CORS preflight request (OPTIONS with
+// Access-Control-Request-Method): with the allowed methods and headers
+// when cors has allowed the origin, else without, which the browser takes
+// as a refusal.
+func (s *Server) preflight(w http.ResponseWriter) {
+	h := w.Header()
+	if h.Get("Access-Control-Allow-Origin") != "" {
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// notFound answers what no /v1 route matches: a 405 with Allow when the
+// path exists for other methods, a CORS preflight when it is one, else a
+// 404.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := s.mux.Handler(r2); p != "/v1/" && p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" &&
+		len(s.opts.CORSOrigins) > 0 && len(allow) > 0 {
+		s.preflight(w)
+		return nil
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s %s: method not allowed (allowed: %s)",
+			r.Method, r.URL.Path, strings.Join(allow, ", "))
+	}
+	return errorf(http.StatusNotFound, CodeNotFound, "no such route: %s %s (see /v1/openapi.json)", r.Method, r.URL.Path)
+}
+
+// getHealthz says the process is up.
+func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// getReadyz says whether NATS and the store answer.
+func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if !s.nc.IsConnected() {
+		return queueUnavailable(fmt.Errorf("nats: %s", s.nc.Status()))
+	}
+	if err := s.store.Ping(ctx); err != nil {
+		return storeUnavailable(err)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+// Serve serves the API on ln until ctx is done, then shuts down
+// gracefully: it stops accepting, ends the streams, and waits up to
+// ShutdownTimeout for the requests in progress. It returns nil after a
+// clean shutdown. Call it once: the streams of the server stay ended. It
+// does not Close the server.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	hs.RegisterOnShutdown(s.endStreams)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("sudoku serve: listening", "addr", "http://"+ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("httpapi: serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("sudoku serve: shutting down", "timeout", s.opts.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		_ = hs.Close()
+		return fmt.Errorf("httpapi: shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// maxSolveBody bounds the body of POST /v1/solve: a puzzle is at most
+// solver.MaxInputLen bytes; JSON escaping may double that.
+const maxSolveBody = 4 * solver.MaxInputLen
+
+// Solution is the answer about one puzzle (POST /v1/solve, GET
+// /v1/solutions): the result record, as `--format jsonl` prints it, and
+// whether it came from the cache.
+type Solution struct {
+	result.Result
+	// Cached is true when the result was in the cache, false when a worker
+	// has just solved the puzzle.
+	Cached bool `json:"cached"`
+}
+
+// solveRequest is the JSON body of POST /v1/solve.
+type solveRequest struct {
+	Puzzle *string `json:"puzzle"`
+}
+
+// postSolve answers POST /v1/solve: one puzzle, from the body (the
+// puzzle's text in any accepted format, or JSON {"puzzle": "..."}). It
+// answers from the cache, else has a worker solve it on the interactive
+// path and waits up to SolveTimeout.
+func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
+	text, err := s.readPuzzle(w, r)
+	if err != nil {
+		return err
+	}
+	g, err := solver.Parse(text)
+	if err != nil {
+		return badPuzzle(err)
+	}
+	key := g.Key()
+	ctx := r.Context()
+	cached, err := s.lookup(ctx, key)
+	if err != nil {
+		return err
+	}
+	if cached != nil {
+		writeJSON(w, http.StatusOK, &Solution{Result: *cached, Cached: true})
+		return nil
+	}
+	if !s.nc.IsConnected() {
+		return queueUnavailable(fmt.Errorf("nats: %s", s.nc.Status()))
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.opts.SolveTimeout)
+	defer cancel()
+	res, err := producer.SolveInteractive(sctx, s.q.JS, s.q.Opts, g.String())
+	switch {
+	case errors.Is(err, producer.ErrNoAnswer):
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeSolveTimeout,
+			Message:    fmt.Sprintf("no worker answered within %s (are workers running?); retry later", s.opts.SolveTimeout),
+			RetryAfter: retryAfter, Err: err}
+	case err != nil:
+		return queueUnavailable(err)
+	}
+	res.Line = 0
+	s.hot.add(key, res)
+	writeJSON(w, http.StatusOK, &Solution{Result: res})
+	return nil
+}
+
+// lookup returns the cached result of key, or nil: from the hot cache,
+// else from the store. It counts the lookup as a hit or a miss.
+func (s *Server) lookup(ctx context.Context, key string) (*result.Result, error) {
+	if r, ok := s.hot.get(key); ok {
+		s.metrics.cacheLookups(1, 0)
+		return &r, nil
+	}
+	rs, err := s.store.Get(ctx, []string{key})
+	if err != nil {
+		return nil, storeUnavailable(err)
+	}
+	if rs[0] == nil {
+		s.metrics.cacheLookups(0, 1)
+		return nil, nil
+	}
+	s.metrics.cacheLookups(1, 0)
+	s.hot.add(key, *rs[0])
+	return rs[0], nil
+}
+
+// readPuzzle returns the puzzle in the body of r: the body itself, or its
+// "puzzle" member when it is JSON.
+func (s *Server) readPuzzle(w http.ResponseWriter, r *http.Request) (string, error) {
+	limit := min(s.opts.MaxBodyBytes, maxSolveBody)
+	if r.ContentLength > limit {
+		return "", tooLarge(limit)
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return "", tooLarge(limit)
+		}
+		return "", errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
+	}
+	if !isJSON(r) {
+		return string(data), nil
+	}
+	var req solveRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return "", errorf(http.StatusBadRequest, CodeBadJSON, `body: want {"puzzle": "..."}: %v`, err)
+	}
+	if dec.More() {
+		return "", errorf(http.StatusBadRequest, CodeBadJSON, `body: want one JSON object {"puzzle": "..."}, found more after it`)
+	}
+	if req.Puzzle == nil {
+		return "", errorf(http.StatusBadRequest, CodeBadJSON, `body: missing "puzzle": want {"puzzle": "..."}`)
+	}
+	return *req.Puzzle, nil
+}
+
+// isJSON reports whether r's body is declared JSON.
+func isJSON(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// tooLarge is the 413 for a body over limit bytes.
+func tooLarge(limit int64) *Error {
+	e := errorf(http.StatusRequestEntityTooLarge, CodeTooLarge,
+		"the body is larger than the limit of %d bytes (serve.max_body_bytes)", limit)
+	e.Details = map[string]any{"max_bytes": limit}
+	return e
+}
+
+// getSolutionByKey answers GET /v1/solutions/{key}: the cached result of
+// the puzzle with that key.
+func (s *Server) getSolutionByKey(w http.ResponseWriter, r *http.Request) error {
+	key := r.PathValue("key")
+	if !solver.IsKey(key) {
+		return errorf(http.StatusBadRequest, CodeBadKey, "key %q: want the 64 lower-case hex digits of a puzzle's key", clip(key))
+	}
+	return s.writeCached(w, r, key)
+}
+
+// getSolutionByPuzzle answers GET /v1/solutions?puzzle=...: the cached
+// result of a puzzle given in any accepted format.
+func (s *Server) getSolutionByPuzzle(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if !q.Has("puzzle") {
+		return errorf(http.StatusBadRequest, CodeBadRequest,
+			"give the puzzle (?puzzle=...) or its key (/v1/solutions/{key})")
+	}
+	g, err := solver.Parse(q.Get("puzzle"))
+	if err != nil {
+		return badPuzzle(err)
+	}
+	return s.writeCached(w, r, g.Key())
+}
+
+// writeCached answers with the cached result of key, or a 404.
+func (s *Server) writeCached(w http.ResponseWriter, r *http.Request, key string) error {
+	cached, err := s.lookup(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	if cached == nil {
+		return errorf(http.StatusNotFound, CodeSolutionNotFound,
+			"no cached result for key %s (POST /v1/solve to solve it)", key)
+	}
+	writeJSON(w, http.StatusOK, &Solution{Result: *cached, Cached: true})
+	return nil
+}
+
+// clip cuts s for an error message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

@@ -1,0 +1,324 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stats is the service at a glance, as the dashboard shows it: the
+// answer of GET /v1/stats and the data of each "stats" event of
+// /v1/events.
+type Stats struct {
+	Time time.Time `json:"time"`
+	// IntervalSeconds is the period of the figures and of the events.
+	IntervalSeconds float64 `json:"interval_seconds"`
+	// SolvedPerSecond is the rate of puzzles the workers completed (all
+	// jobs, interactive ones included) over the last period; SolvedTotal
+	// counts them since this server started. Both come from the workers'
+	// completion events.
+	SolvedPerSecond float64 `json:"solved_per_second"`
+	SolvedTotal     int64   `json:"solved_total"`
+	// History is SolvedPerSecond over the last periods, oldest first (up
+	// to Options.StatsHistory of them). Only GET /v1/stats and the first
+	// event of a stream carry it; later events add one value each.
+	History []float64 `json:"history,omitempty"`
+	// Workers is the number of workers online, estimated from the
+	// JetStream consumers (see QueueStats.Workers); absent when NATS does
+	// not answer.
+	Workers *int `json:"workers"`
+	// Queue describes the queue; absent, with QueueError saying why, when
+	// NATS does not answer.
+	Queue      *QueueStats `json:"queue"`
+	QueueError string      `json:"queue_error,omitempty"`
+	// Cache is the hit ratio of the lookups this API process made.
+	Cache CacheStats `json:"cache"`
+	// Jobs are the newest jobs, newest first; absent, with StoreError
+	// saying why, when the store does not answer.
+	Jobs       []Job  `json:"jobs"`
+	StoreError string `json:"store_error,omitempty"`
+}
+
+// QueueStats are the JetStream consumers' figures.
+type QueueStats struct {
+	// Pending is the number of batches (messages) waiting for a worker, on
+	// the bulk and interactive consumers together (NumPending).
+	Pending uint64 `json:"pending"`
+	// AckPending is the number of batches delivered to workers and not yet
+	// acknowledged: the batches in work (NumAckPending).
+	AckPending int `json:"ack_pending"`
+	// Redelivered is the number of batches delivered more than once and not
+	// yet acknowledged (NumRedelivered): a worker died, timed out or
+	// handed them back.
+	Redelivered int `json:"redelivered"`
+	// Waiting is the number of pull requests the workers have waiting on
+	// the bulk consumer (NumWaiting).
+	Waiting int `json:"waiting"`
+	// InteractiveWaiting is the same on the interactive consumer. Each
+	// worker keeps one pull request waiting there while it is online (it
+	// only fills when someone waits for a single puzzle), so this is the
+	// estimate of the workers online. JetStream does not list the clients
+	// of a consumer; the estimate can be off by one for a second while a
+	// worker renews its request, and counts a worker that died without
+	// closing its connection until its request expires (30s).
+	InteractiveWaiting int `json:"interactive_waiting"`
+}
+
+// CacheStats count the puzzles this API process looked up in the cache
+// (POST /v1/solve, GET /v1/solutions, POST /v1/jobs) since it started.
+type CacheStats struct {
+	Hits   int64 `json:"hits"`
+	Misses int64 `json:"misses"`
+	// HitRatio is Hits / (Hits + Misses); absent before any lookup.
+	HitRatio *float64 `json:"hit_ratio"`
+}
+
+// dashboardJobs is how many jobs the dashboard lists.
+const dashboardJobs = 10
+
+// statsHub keeps the figures of the service: it counts the puzzles of the
+// workers' completion events, keeps their rate over the last periods, and
+// sends a snapshot to every /v1/events client each period.
+type statsHub struct {
+	s      *Server
+	sub    *nats.Subscription
+	solved atomic.Int64
+
+	mu      sync.Mutex
+	history []float64 // solved per second, oldest first
+	last    float64   // the newest value of history
+	clients map[chan []byte]struct{}
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// newStatsHub subscribes to the completion events of every job and
+// starts the periodic snapshot.
+func newStatsHub(s *Server) (*statsHub, error) {
+	h := &statsHub{s: s, clients: map[chan []byte]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	var err error
+	h.sub, err = s.nc.Subscribe(s.q.Opts.EventSubject("*"), func(m *nats.Msg) {
+		var ev struct {
+			N int64 `json:"n"`
+		}
+		if json.Unmarshal(m.Data, &ev) == nil && ev.N > 0 {
+			h.solved.Add(ev.N)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: subscribe to completion events: %w", err)
+	}
+	go h.run()
+	return h, nil
+}
+
+// close stops the hub.
+func (h *statsHub) close() {
+	close(h.stop)
+	<-h.done
+	_ = h.sub.Unsubscribe()
+}
+
+// run measures the rate each period and sends a snapshot to the clients.
+func (h *statsHub) run() {
+	defer close(h.done)
+	interval := h.s.opts.StatsInterval
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	prev, prevT := h.solved.Load(), time.Now()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-tick.C:
+		}
+		n, now := h.solved.Load(), time.Now()
+		rate := float64(n-prev) / max(now.Sub(prevT).Seconds(), 1e-9)
+		prev, prevT = n, now
+		h.mu.Lock()
+		h.history = append(h.history, rate)
+		if over := len(h.history) - h.s.opts.StatsHistory; over > 0 {
+			h.history = append(h.history[:0], h.history[over:]...)
+		}
+		h.last = rate
+		nclients := len(h.clients)
+		h.mu.Unlock()
+		if nclients == 0 {
+			continue // nobody is watching: spare NATS and the store the questions
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), interval*9/10)
+		st := h.snapshot(ctx, false)
+		cancel()
+		data, err := json.Marshal(&st)
+		if err != nil {
+			continue
+		}
+		h.broadcast(data)
+	}
+}
+
+// broadcast hands data to every client, replacing an event a slow client
+// has not taken yet: the newest figures are what matter.
+func (h *statsHub) broadcast(data []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.clients {
+		select {
+		case ch <- data:
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- data:
+			default:
+			}
+		}
+	}
+}
+
+// subscribe returns a channel of snapshots (JSON) and its cancellation.
+func (h *statsHub) subscribe() (<-chan []byte, func()) {
+	ch := make(chan []byte, 1)
+	h.mu.Lock()
+	h.clients[ch] = struct{}{}
+	h.mu.Unlock()
+	h.s.metrics.streams.Inc()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.clients, ch)
+		h.mu.Unlock()
+		h.s.metrics.streams.Dec()
+	}
+}
+
+// snapshot gathers the figures now, asking NATS and the store within
+// ctx; withHistory adds the rate history.
+func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
+	st := Stats{Time: time.Now().UTC(), IntervalSeconds: h.s.opts.StatsInterval.Seconds(), SolvedTotal: h.solved.Load()}
+	h.mu.Lock()
+	st.SolvedPerSecond = h.last
+	if withHistory {
+		st.History = append([]float64{}, h.history...)
+	}
+	h.mu.Unlock()
+
+	m := h.s.metrics
+	st.Cache.Hits, st.Cache.Misses = m.hitCount.Load(), m.missCount.Load()
+	if n := st.Cache.Hits + st.Cache.Misses; n > 0 {
+		r := float64(st.Cache.Hits) / float64(n)
+		st.Cache.HitRatio = &r
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		qs, err := h.queueStats(ctx)
+		if err != nil {
+			st.QueueError = "NATS is not answering: " + err.Error()
+			return
+		}
+		st.Queue = qs
+		st.Workers = &qs.InteractiveWaiting
+	}()
+	jobs, err := h.s.store.Jobs(ctx, dashboardJobs)
+	if err != nil {
+		st.StoreError = "the store (Redis) is not answering"
+	} else {
+		now := time.Now()
+		st.Jobs = make([]Job, len(jobs))
+		for i := range jobs {
+			st.Jobs[i] = jobView(&jobs[i], now)
+		}
+	}
+	wg.Wait()
+	return st
+}
+
+// queueStats asks the two consumers for their figures.
+func (h *statsHub) queueStats(ctx context.Context) (*QueueStats, error) {
+	if !h.s.nc.IsConnected() {
+		return nil, fmt.Errorf("httpapi: nats %s", h.s.nc.Status())
+	}
+	var infos [2]*jetstream.ConsumerInfo
+	for i, c := range []jetstream.Consumer{h.s.q.Bulk, h.s.q.Interactive} {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: consumer info: %w", err)
+		}
+		infos[i] = info
+	}
+	b, in := infos[0], infos[1]
+	return &QueueStats{
+		Pending:            b.NumPending + in.NumPending,
+		AckPending:         b.NumAckPending + in.NumAckPending,
+		Redelivered:        b.NumRedelivered + in.NumRedelivered,
+		Waiting:            b.NumWaiting,
+		InteractiveWaiting: in.NumWaiting,
+	}, nil
+}
+
+// getStats answers GET /v1/stats: the figures now, with the rate history.
+func (s *Server) getStats(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	st := s.stats.snapshot(ctx, true)
+	writeJSON(w, http.StatusOK, &st)
+	return nil
+}
+
+// getEvents answers GET /v1/events: server-sent events, one "stats" event
+// (a Stats, the first with its History) per period, until the client goes
+// away or the server shuts down.
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
+	ch, cancel := s.stats.subscribe()
+	defer cancel()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(data []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := fmt.Fprintf(w, "event: stats\ndata: %s\n\n", data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	ctx, stop := context.WithTimeout(r.Context(), 2*time.Second)
+	first := s.stats.snapshot(ctx, true)
+	stop()
+	data, err := json.Marshal(&first)
+	if err != nil {
+		return internalError(err)
+	}
+	if _, err := fmt.Fprint(w, "retry: 2000\n"); err != nil {
+		return nil
+	}
+	if err := send(data); err != nil {
+		return nil
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.streams.Done():
+			return nil
+		case data := <-ch:
+			if err := send(data); err != nil {
+				return nil
+			}
+		}
+	}
+}
