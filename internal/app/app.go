@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -43,6 +44,17 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		// Asynchronous errors (a slow consumer dropping messages, which
+		// JetStream redelivers) in the process's log format, not printed
+		// raw on stderr by the library's default handler. The library
+		// reports a slow consumer once until it catches up.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Warn("nats: asynchronous error", "err", err, "subject", subject)
 		}),
 	}
 	switch {
@@ -163,7 +175,7 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 		}
 	} else {
 		if c.NC, err = nats.Connect(cfg.NATS.URL, nopts...); err != nil {
-			return fmt.Errorf("app: connect to NATS at %s: %w", redactURL(cfg.NATS.URL), err)
+			return natsConnectError(cfg.NATS.URL, err)
 		}
 	}
 	nc := c.NC
@@ -171,14 +183,18 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 	if c.JS, err = jetstream.New(c.NC, jetstream.WithPublishAsyncMaxPending(cfg.Queue.PublishMaxPending)); err != nil {
 		return fmt.Errorf("app: jetstream: %w", err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if c.Queue, err = queue.Setup(sctx, c.JS, QueueOptions(cfg.Queue)); err != nil {
+	if c.Queue, err = setupQueue(ctx, c.JS, QueueOptions(cfg.Queue), log); err != nil {
 		return err
 	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	if oo.NoStore {
 		return nil
 	}
+	// go-redis logs every failed dial of its pool on stderr (several a
+	// second while Redis is down); the commands' errors say what matters,
+	// once per outage. Keep its lines for --log-level debug.
+	redis.SetLogger(redisLogger{log})
 	rdb, err := RedisClient(cfg.Redis)
 	if err != nil {
 		return err
@@ -193,11 +209,81 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 	}
 	if perr != nil {
 		_ = rdb.Close()
-		return fmt.Errorf("app: redis at %s: %w", strings.Join(cfg.Redis.Addrs, ","), perr)
+		return redisError(cfg.Redis, perr)
 	}
 	c.Store = store
 	c.closers = append(c.closers, func() { _ = store.Close() })
 	return nil
+}
+
+// Bounds of setupQueue: each attempt, and all of them.
+const (
+	setupAttemptTimeout = 5 * time.Second
+	setupTimeout        = 30 * time.Second
+)
+
+// setupQueue sets the queue up (queue.Setup), trying again for up to
+// setupTimeout while JetStream is not ready: a cluster that is electing
+// its leader, when it starts or after losing a server, answers "temporarily
+// unavailable" or not at all for a few seconds, and a single request lost
+// then would otherwise hang for the whole timeout. Other errors (a stream
+// of the same name with other subjects, more replicas than servers on a
+// single server) fail at once.
+func setupQueue(ctx context.Context, js jetstream.JetStream, o queue.Options, log *slog.Logger) (*queue.Queue, error) {
+	deadline := time.Now().Add(setupTimeout)
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, setupAttemptTimeout)
+		q, err := queue.Setup(actx, js, o)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !jetStreamNotReady(err) {
+			return q, err
+		}
+		log.Warn("app: JetStream not ready; trying again", "attempt", attempt, "err", err)
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("app: queue setup: %w", ctx.Err())
+		}
+	}
+}
+
+// jetStreamNotReady reports whether err is one a JetStream cluster gives
+// while it has no leader, or not yet enough servers for the replicas.
+func jetStreamNotReady(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 503: JetStream temporarily unavailable; 10023: insufficient
+		// resources (the peers are not all known yet).
+		return apiErr.Code == 503 || apiErr.ErrorCode == 10023
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
+
+// natsConnectError says that connecting to the NATS servers at urls
+// failed and, when the servers refused the credentials, which settings
+// hold them (never their values).
+func natsConnectError(urls string, err error) error {
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+		return fmt.Errorf("app: NATS at %s refused the credentials (authorization failed; check nats.user and "+
+			"nats.password, nats.token, nats.creds_file or nats.nkey_file): %w", redactURL(urls), err)
+	}
+	return fmt.Errorf("app: connect to NATS at %s: %w", redactURL(urls), err)
+}
+
+// redisError says that Redis did not answer a ping and, when it refused
+// the credentials, which settings hold them (never their values).
+func redisError(c config.RedisConfig, err error) error {
+	where := strings.Join(c.Addrs, ",")
+	if c.MasterName != "" {
+		where = fmt.Sprintf("master %q of the Sentinels %s", c.MasterName, where)
+	}
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "NOAUTH"),
+		redis.HasErrorPrefix(err, "AUTH"), redis.HasErrorPrefix(err, "NOPERM"):
+		return fmt.Errorf("app: Redis at %s refused the credentials (authentication failed; check redis.username "+
+			"and redis.password): %w", where, err)
+	}
+	return fmt.Errorf("app: Redis at %s: %w", where, err)
 }
 
 // Close closes the store, drains the NATS connection and stops the
@@ -218,6 +304,14 @@ func waitClosed(nc *nats.Conn) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	nc.Close()
+}
+
+// redisLogger passes go-redis's own log lines to a slog.Logger at debug
+// level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // redactURL hides passwords in a list of URLs.

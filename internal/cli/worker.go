@@ -1,22 +1,36 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 func init() { addCommand(newWorkerCmd) }
 
 func newWorkerCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: pull batches from NATS JetStream, solve, cache results in Redis",
 		Long: `Run one worker process. Any number of workers, on any number of
 machines, share the work of one durable JetStream consumer. Each batch is
 looked up in Redis, the misses are solved, the results written back, and
 only then is the message acknowledged.
+
+With metrics.addr set (--metrics-addr, SUDOKU_METRICS_ADDR), the worker
+serves Prometheus metrics on /metrics, liveness on /healthz and readiness
+(NATS connected, Redis answering) on /readyz at that address.
 
 On SIGINT or SIGTERM the worker stops pulling, finishes the batches in work
 within worker.shutdown_timeout (what is left is redelivered to others),
@@ -29,7 +43,27 @@ closes its connections and exits 0.`,
 			}
 			defer conn.Close()
 			log.Info("sudoku worker starting", "config", cfg)
-			w := worker.New(conn.NC, conn.Queue, conn.Store, worker.Options{
+			ctx := cmd.Context()
+
+			var m *metrics.Worker
+			var srv *metrics.Server
+			if cfg.Metrics.Addr != "" {
+				m = metrics.NewWorker()
+				stopping := metrics.Check{Name: "worker", Func: func(context.Context) error {
+					if ctx.Err() != nil {
+						return errors.New("shutting down")
+					}
+					return nil
+				}}
+				h := metrics.Handler(m.Registry(), stopping, metrics.NATSCheck(conn.NC),
+					metrics.PingCheck("redis", conn.Store.Ping))
+				// Bind before working, so a busy address fails the start.
+				if srv, err = metrics.Listen(cfg.Metrics.Addr, h); err != nil {
+					return fmt.Errorf("metrics.addr: %w", err)
+				}
+				log.Info("metrics: serving /metrics, /healthz and /readyz", "addr", srv.Addr())
+			}
+			opts := worker.Options{
 				Concurrency:     cfg.WorkerConcurrency(),
 				Fetch:           cfg.WorkerFetch(),
 				MaxNodes:        cfg.Worker.MaxNodes,
@@ -37,8 +71,101 @@ closes its connections and exits 0.`,
 				NakDelays:       cfg.Queue.Backoff,
 				ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 				Logger:          log,
-			})
-			return w.Run(cmd.Context())
+			}
+			if m != nil {
+				opts.Observer = m
+			}
+			w := worker.New(conn.NC, conn.Queue, conn.Store, opts)
+			if srv == nil {
+				return w.Run(ctx)
+			}
+			m.SetInFlight(w.InFlight)
+			// The endpoints outlive the worker's shutdown, so the last
+			// batches show in the metrics and /readyz says "shutting
+			// down" meanwhile; they stop once the worker has.
+			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+			srvDone := make(chan struct{})
+			go func() {
+				defer close(srvDone)
+				if err := srv.Run(srvCtx); err != nil {
+					log.Error("metrics: server stopped; the worker goes on without it", "err", err)
+				}
+			}()
+			err = w.Run(ctx)
+			stopSrv()
+			<-srvDone
+			return err
 		},
 	}
+	cmd.AddCommand(newWorkerHealthCmd())
+	return cmd
+}
+
+func newWorkerHealthCmd() *cobra.Command {
+	var ready bool
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Probe a running worker's /healthz (or /readyz): exit 0 if it answers 200",
+		Long: `Ask the worker serving on metrics.addr (--metrics-addr,
+SUDOKU_METRICS_ADDR, or the configuration file) whether it is alive
+(/healthz) or, with --ready, ready (/readyz: NATS connected and Redis
+answering), print the answer and exit 0 on 200, 1 otherwise. A wildcard
+host (0.0.0.0, ::) is asked on 127.0.0.1. It is the health check of the
+container image, which has no curl or wget.`,
+		Example: `  sudoku worker health --metrics-addr 127.0.0.1:9090
+  SUDOKU_CONFIG=/etc/sudoku/cluster.yaml sudoku worker health --ready`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if cfg.Metrics.Addr == "" {
+				return usageErrorf("metrics.addr is not set: there is no worker endpoint to probe")
+			}
+			path := "/healthz"
+			if ready {
+				path = "/readyz"
+			}
+			url, err := probeURL(cfg.Metrics.Addr, path)
+			if err != nil {
+				return usageErrorf("metrics.addr %q: %w", cfg.Metrics.Addr, err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err // says the method and URL
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			if err != nil {
+				return fmt.Errorf("GET %s: %w", url, err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+			}
+			_, err = cmd.OutOrStdout().Write(body)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz (NATS and Redis reachable) instead of /healthz")
+	return cmd
+}
+
+// probeURL returns the URL of path on the endpoint listening on addr,
+// asking a wildcard or empty host on the loopback address.
+func probeURL(addr, path string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + path, nil
 }
