@@ -145,22 +145,35 @@ func (w *Worker) Run(ctx context.Context) error {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
-	bulk, err := w.q.Bulk.Messages(jetstream.PullMaxMessages(w.opts.Fetch))
+	// Listen before pulling: the server gives up on a message only while
+	// someone pulls (see maxdeliver.go).
+	adv, err := w.watchMaxDeliveries()
 	if err != nil {
-		return fmt.Errorf("worker: pull from %s: %w", w.q.Opts.BulkSubject(), err)
+		return err
 	}
-	inter, err := w.q.Interactive.Messages(jetstream.PullMaxMessages(max(2, w.opts.Concurrency)))
-	if err != nil {
-		bulk.Stop()
-		return fmt.Errorf("worker: pull from %s: %w", w.q.Opts.InteractiveSubject(), err)
+	defer func() { _ = adv.Unsubscribe() }()
+
+	// Short-lived pull requests with frequent heartbeats: when a cluster
+	// node dies with the consumer's leader, the pull requests it held die
+	// too, and the client notices (and asks again) within seconds rather
+	// than after the default 30 s expiry.
+	pullOpts := []jetstream.PullMessagesOpt{jetstream.PullExpiry(5 * time.Second), jetstream.PullHeartbeat(time.Second)}
+	bulk := puller{c: w.q.Bulk, subject: w.q.Opts.BulkSubject(),
+		opts: append(pullOpts, jetstream.PullMaxMessages(w.opts.Fetch))}
+	inter := puller{c: w.q.Interactive, subject: w.q.Opts.InteractiveSubject(),
+		opts: append(pullOpts[:2:2], jetstream.PullMaxMessages(max(2, w.opts.Concurrency)))}
+	for _, p := range []*puller{&bulk, &inter} {
+		if p.it, err = p.c.Messages(p.opts...); err != nil {
+			return fmt.Errorf("worker: pull from %s: %w", p.subject, err)
+		}
 	}
 
 	bulkCh := make(chan jetstream.Msg)
 	interCh := make(chan jetstream.Msg)
 	var pullers, handlers sync.WaitGroup
 	pullers.Add(2)
-	go w.pull(ctx, bulk, bulkCh, &pullers)
-	go w.pull(ctx, inter, interCh, &pullers)
+	go w.pull(ctx, &bulk, bulkCh, &pullers)
+	go w.pull(ctx, &inter, interCh, &pullers)
 
 	for i := 0; i < w.opts.Concurrency; i++ {
 		handlers.Add(1)
@@ -213,8 +226,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	w.log.Info("worker stopping: no new messages; finishing batches in work", "in_flight", w.inFlight.Load(),
 		"timeout", w.opts.ShutdownTimeout)
-	bulk.Drain()
-	inter.Drain()
 	pullers.Wait()
 
 	done := make(chan struct{})
@@ -231,29 +242,78 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// pull feeds messages from it to ch until ctx is done; messages that
-// arrive after that (drained from the client's buffer) are handed back at
-// once with a Nak.
-func (w *Worker) pull(ctx context.Context, it jetstream.MessagesContext, ch chan<- jetstream.Msg, wg *sync.WaitGroup) {
+// puller is one consumer's message iterator, which pull opens again when
+// it fails.
+type puller struct {
+	c       jetstream.Consumer
+	subject string
+	opts    []jetstream.PullMessagesOpt
+	it      jetstream.MessagesContext
+}
+
+// idleReopen is how long pull waits without a message before it opens its
+// iterator again: a pull request lost in a cluster failover, or a client
+// stall (nats.go#1622), costs at most this long.
+const idleReopen = 10 * time.Second
+
+// pull feeds messages from p to ch until ctx is done, then drains p:
+// messages that arrive after that (from the client's buffer) are handed
+// back at once with a Nak. An iterator that fails, or stays idle for
+// idleReopen, is stopped and opened again.
+func (w *Worker) pull(ctx context.Context, p *puller, ch chan<- jetstream.Msg, wg *sync.WaitGroup) {
 	defer wg.Done()
 	defer close(ch)
+	draining := false
+	last := time.Now()
+	failing := false // log a run of pull errors once
+	reopen := func(err error) bool {
+		if p.it != nil {
+			p.it.Stop()
+		}
+		if err != nil && !failing {
+			w.log.Warn("worker: pull failed; asking again", "subject", p.subject, "err", err)
+			failing = true
+		}
+		for ctx.Err() == nil {
+			it, err := p.c.Messages(p.opts...)
+			if err == nil {
+				p.it, last = it, time.Now()
+				return true
+			}
+			select {
+			case <-time.After(500 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		return false
+	}
 	for {
+		if ctx.Err() != nil && !draining {
+			p.it.Drain()
+			draining = true
+		}
 		// A bounded wait: Next without one has been seen to stall for the
 		// heartbeat period with a small window (nats.go#1622).
-		m, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		m, err := p.it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
 		switch {
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			return
+			if draining || !reopen(nil) {
+				return
+			}
+			continue
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+			if !draining && time.Since(last) > idleReopen && !reopen(nil) {
+				return
+			}
 			continue
 		case err != nil:
-			if ctx.Err() == nil {
-				w.log.Warn("worker: pull", "err", err)
-				time.Sleep(100 * time.Millisecond)
+			if !draining && !reopen(err) {
+				return
 			}
 			continue
 		}
-		if ctx.Err() != nil {
+		last, failing = time.Now(), false
+		if draining {
 			_ = m.Nak()
 			continue
 		}
@@ -452,7 +512,9 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *queue.Batch, 
 	st.Statuses = make(map[result.Status]int, 2)
 	for i := range results {
 		switch {
-		case cached != nil && cached[i] != nil:
+		case cached != nil && cached[i] != nil && cached[i].Status != result.StatusGaveUp:
+			// (A cached gave_up is only a search that ran out of its
+			// budget: it is solved again below.)
 			results[i] = *cached[i]
 			st.CacheHits++
 		case valid[i]:
