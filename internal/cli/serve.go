@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net"
 
 	"github.com/spf13/cobra"
@@ -11,7 +9,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
-	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 func init() { addCommand(newServeCmd) }
@@ -64,7 +61,7 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 			}
 			defer conn.Close()
 			if embedded {
-				stop := startLocalWorker(ctx, cfg, log, conn)
+				stop := startLocalWorker(ctx, workerOptions(cfg, log), log, conn)
 				defer stop()
 			}
 			ln, err := net.Listen("tcp", cfg.Serve.Addr)
@@ -93,28 +90,4 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 	cmd.Flags().BoolVar(&embedded, "embedded", false, "run alone: embedded NATS, in-process workers, Redis or memory")
 	cmd.Flags().StringSliceVar(&cors, "cors-origin", nil, "allow browser calls from these `origins` (\"*\": any); default: CORS off")
 	return cmd
-}
-
-// startLocalWorker runs a worker pool in this process on conn, as 'sudoku
-// solve' does, until the returned stop is called; stop waits for it.
-func startLocalWorker(ctx context.Context, cfg *config.Config, log *slog.Logger, conn *app.Conn) (stop func()) {
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := worker.New(conn.NC, conn.Queue, conn.Store, worker.Options{
-		Concurrency:     cfg.WorkerConcurrency(),
-		Fetch:           cfg.WorkerFetch(),
-		MaxNodes:        cfg.Worker.MaxNodes,
-		Heartbeat:       cfg.WorkerHeartbeat(),
-		NakDelays:       cfg.Queue.Backoff,
-		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-		// Its start and stop are not news here; its warnings are.
-		Logger: slog.New(quietHandler{log.Handler()}),
-	})
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			log.Warn("serve: in-process worker", "err", err)
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 // loadConfig loads the configuration for cmd (file, environment, flags)
@@ -124,3 +125,43 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, id st
 
 // discardLogger logs nothing.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// workerOptions are a worker's settings from the configuration, logging to
+// log.
+func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
+	return worker.Options{
+		Concurrency:     cfg.WorkerConcurrency(),
+		Fetch:           cfg.WorkerFetch(),
+		MaxNodes:        cfg.Worker.MaxNodes,
+		Heartbeat:       cfg.WorkerHeartbeat(),
+		NakDelays:       cfg.Queue.Backoff,
+		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		Logger:          log,
+	}
+}
+
+// startLocalWorker runs a worker pool in this process on conn (for 'sudoku
+// solve' and 'sudoku serve --embedded') until the returned stop is called;
+// stop waits for it. Its start and stop are not logged (not news here),
+// its warnings are.
+func startLocalWorker(ctx context.Context, opts worker.Options, log *slog.Logger, conn *app.Conn) (stop func()) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	opts.Logger = slog.New(quietHandler{log.Handler()})
+	w := worker.New(conn.NC, conn.Queue, conn.Store, opts)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			log.Warn("in-process worker", "err", err)
+		}
+	}
+}
+
+// quietHandler drops records below Warn.
+type quietHandler struct{ slog.Handler }
+
+// Enabled reports whether l is Warn or above and enabled by the handler.
+func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}

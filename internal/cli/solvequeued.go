@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/producer"
-	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 // solveQueued is sudoku solve without --local: the one-command start. It
@@ -39,19 +36,11 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	}
 	log.Debug("solve: embedded NATS server", "store", store)
 
-	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
-	w := worker.New(conn.NC, conn.Queue, conn.Store, worker.Options{
-		Concurrency: max(f.workers, cfg.WorkerConcurrency()),
-		MaxNodes:    f.maxNodes,
-		// The worker's start and stop are not news here; its warnings are.
-		Logger: slog.New(quietHandler{log.Handler()}),
-	})
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() {
-		stopWorker()
-		<-workerDone
-	}()
+	wopts := workerOptions(cfg, log)
+	wopts.Concurrency = max(f.workers, cfg.WorkerConcurrency())
+	wopts.MaxNodes = f.maxNodes
+	stopWorker := startLocalWorker(ctx, wopts, log, conn)
+	defer stopWorker()
 
 	p := producer.New(conn.JS, conn.Queue.Opts, conn.Store, producerOptions(cfg, false, f.first))
 	sub, err := p.Submit(ctx, input.NewReader(in))
@@ -63,11 +52,4 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	}
 	of := outputFlags{format: f.format, out: f.out}
 	return waitAndWrite(ctx, cmd, conn, sub.ID, &of, conn.Embedded == nil)
-}
-
-// quietHandler drops records below Warn.
-type quietHandler struct{ slog.Handler }
-
-func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
 }

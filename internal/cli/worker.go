@@ -63,15 +63,7 @@ closes its connections and exits 0.`,
 				}
 				log.Info("metrics: serving /metrics, /healthz and /readyz", "addr", srv.Addr())
 			}
-			opts := worker.Options{
-				Concurrency:     cfg.WorkerConcurrency(),
-				Fetch:           cfg.WorkerFetch(),
-				MaxNodes:        cfg.Worker.MaxNodes,
-				Heartbeat:       cfg.WorkerHeartbeat(),
-				NakDelays:       cfg.Queue.Backoff,
-				ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-				Logger:          log,
-			}
+			opts := workerOptions(cfg, log)
 			if m != nil {
 				opts.Observer = m
 			}
