@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/gen"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
@@ -124,40 +125,34 @@ func localOut(t *testing.T, file string, args ...string) string {
 	return out
 }
 
-// manyPuzzles makes n distinct valid puzzles from a fixture by relabelling
-// digits (9 ways), transposing (2) and rotating the bands (3).
+// manyPuzzles makes n distinct valid puzzles from a fixture (default the
+// 17-clue one) with internal/gen's symmetries.
 func manyPuzzles(t *testing.T, n int, fixture ...string) []string {
-	t.Helper()
 	name := clue17
 	if len(fixture) > 0 {
 		name = fixture[0]
 	}
-	base := readLines(t, name)
-	var out []string
-	for k := 0; len(out) < n; k++ {
-		if k == 54 {
-			t.Fatalf("%s cannot make %d distinct puzzles", name, n)
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bases, err := gen.ReadBases(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gen.New(bases, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, n)
+	for i := range out {
+		p, err := g.Next()
+		if err != nil {
+			t.Fatal(err)
 		}
-		shift, transpose, rot := k%9, (k/9)%2 == 1, k/18
-		for _, p := range base {
-			if len(out) == n {
-				break
-			}
-			var b [81]byte
-			for i := range 81 {
-				r, c := i/9, i%9
-				if transpose {
-					r, c = c, r
-				}
-				r = (r + 3*rot) % 9
-				ch := p[i]
-				if ch >= '1' && ch <= '9' {
-					ch = byte('1' + (int(ch-'1')+shift)%9)
-				}
-				b[r*9+c] = ch
-			}
-			out = append(out, string(b[:]))
-		}
+		out[i] = p.String()
 	}
 	return out
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
+	"github.com/sudoku-queue/sudoku-queue/internal/gen"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
@@ -267,35 +268,39 @@ const (
 	hardest = "testdata/hardest_200.txt"
 )
 
-// variants makes n distinct valid puzzles from a fixture by relabelling
-// digits (9 ways), transposing (2) and rotating the bands (3).
+// variants makes n distinct valid puzzles: the fixture's own, then more
+// made from them with internal/gen's symmetries.
 func variants(t testing.TB, n int, fixture string) []string {
 	t.Helper()
-	base := readLines(t, fixture)
-	var out []string
-	for k := 0; len(out) < n; k++ {
-		if k == 54 {
-			t.Fatalf("%s cannot make %d distinct puzzles", fixture, n)
+	f, err := os.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bases, err := gen.ReadBases(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gen.New(bases, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, 0, n)
+	seen := map[string]bool{}
+	for _, b := range bases {
+		if len(out) < n && !seen[b.String()] {
+			seen[b.String()] = true
+			out = append(out, b.String())
 		}
-		shift, transpose, rot := k%9, (k/9)%2 == 1, k/18
-		for _, p := range base {
-			if len(out) == n {
-				break
-			}
-			var b [81]byte
-			for i := range 81 {
-				r, c := i/9, i%9
-				if transpose {
-					r, c = c, r
-				}
-				r = (r + 3*rot) % 9
-				ch := p[i]
-				if ch >= '1' && ch <= '9' {
-					ch = byte('1' + (int(ch-'1')+shift)%9)
-				}
-				b[r*9+c] = ch
-			}
-			out = append(out, string(b[:]))
+	}
+	for len(out) < n {
+		p, err := g.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := p.String(); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
 		}
 	}
 	return out
