@@ -53,9 +53,13 @@ puzzle has a unique solution (or any solution, with --first), 1 when some
 have not, 2 for a usage error and 130 when interrupted; an interrupted run
 keeps the results written so far.
 
---local solves in this process on every core. It is required for now: the
-queue mode (NATS and Redis) comes with the producer.`,
-		Example: `  sudoku solve --local puzzles.txt > solutions.txt
+Without --local, solve is the one-command start: it starts an embedded
+NATS server with JetStream and a worker pool in this process, uses Redis
+when one is reachable at redis.addrs (else a cache in memory), and sends
+the file through the same producer and worker code as a real deployment.
+--local solves in this process on every core, with no queue and no cache.`,
+		Example: `  sudoku solve puzzles.txt > solutions.txt
+  sudoku solve --local puzzles.txt > solutions.txt
   sudoku solve --local --format jsonl --out results.jsonl puzzles.txt
   generate-puzzles | sudoku solve --local -`,
 		Args: cobra.MaximumNArgs(1),
@@ -64,7 +68,7 @@ queue mode (NATS and Redis) comes with the producer.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.local, "local", false, "solve in this process, without NATS or Redis (required for now)")
+	fl.BoolVar(&f.local, "local", false, "solve in this process, without NATS or Redis")
 	fl.StringVar(&f.format, "format", string(result.Text), "output `format`: text or jsonl")
 	fl.StringVarP(&f.out, "out", "o", "", "write the results to `FILE` instead of standard output")
 	fl.BoolVar(&f.first, "first", false, "stop at the first solution of each puzzle (status solved) instead of proving it unique")
