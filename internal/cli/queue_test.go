@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/gen"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
@@ -126,35 +125,13 @@ func localOut(t *testing.T, file string, args ...string) string {
 }
 
 // manyPuzzles makes n distinct valid puzzles from a fixture (default the
-// 17-clue one) with internal/gen's symmetries.
+// 17-clue one).
 func manyPuzzles(t *testing.T, n int, fixture ...string) []string {
 	name := clue17
 	if len(fixture) > 0 {
 		name = fixture[0]
 	}
-	t.Helper()
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	bases, err := gen.ReadBases(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gen.New(bases, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]string, n)
-	for i := range out {
-		p, err := g.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = p.String()
-	}
-	return out
+	return testenv.Puzzles(t, name, n)
 }
 
 func TestSubmitWaitTwoWorkersMatchesLocal(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -32,33 +33,6 @@ func readLines(t *testing.T, name string) []string {
 		t.Fatal(err)
 	}
 	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-}
-
-// checkSolution fails unless sol is a complete valid grid that keeps every
-// given of puzzle.
-func checkSolution(t *testing.T, puzzle, sol string) {
-	t.Helper()
-	if len(sol) != 81 || len(puzzle) != 81 {
-		t.Fatalf("solution %q or puzzle %q is not 81 cells", sol, puzzle)
-	}
-	var rows, cols, boxes [9]uint16
-	for i := range 81 {
-		c := sol[i]
-		if c < '1' || c > '9' {
-			t.Fatalf("solution %q: bad digit %q", sol, c)
-		}
-		if p := puzzle[i]; p != '.' && p != '0' && p != c {
-			t.Fatalf("solution %s does not keep the givens of %s", sol, puzzle)
-		}
-		bit := uint16(1) << (c - '0')
-		r, col := i/9, i%9
-		for _, u := range []*uint16{&rows[r], &cols[col], &boxes[r/3*3+col/3]} {
-			if *u&bit != 0 {
-				t.Fatalf("solution %s repeats %c around cell %d", sol, c, i)
-			}
-			*u |= bit
-		}
-	}
 }
 
 const (
@@ -144,9 +118,9 @@ func TestSolveText(t *testing.T) {
 			t.Errorf("line %d: %q does not match %s", i+1, got[i], w)
 		}
 	}
-	checkSolution(t, strings.TrimSpace(in[1]), got[0])
-	checkSolution(t, strings.TrimSpace(in[8]), got[5])
-	checkSolution(t, in[3], strings.TrimPrefix(got[1], "error: line 4: multiple solutions: "))
+	testenv.CheckSolution(t, strings.TrimSpace(in[1]), got[0])
+	testenv.CheckSolution(t, strings.TrimSpace(in[8]), got[5])
+	testenv.CheckSolution(t, in[3], strings.TrimPrefix(got[1], "error: line 4: multiple solutions: "))
 }
 
 func TestSolveJSONL(t *testing.T) {
@@ -188,7 +162,7 @@ func TestSolveJSONL(t *testing.T) {
 				t.Errorf("line %d: puzzle %q key %q, want %q %q", r.Line, r.Puzzle, r.Key, g.String(), g.Key())
 			}
 			if r.Status != result.StatusNone {
-				checkSolution(t, raw, r.Solution)
+				testenv.CheckSolution(t, raw, r.Solution)
 			}
 		}
 	}
@@ -210,7 +184,7 @@ func TestSolveOrder(t *testing.T) {
 			t.Fatalf("workers=%s: %d lines, want %d", workers, len(got), len(in))
 		}
 		for i := range in {
-			checkSolution(t, in[i], got[i])
+			testenv.CheckSolution(t, in[i], got[i])
 		}
 		outs = append(outs, stdout)
 	}

@@ -42,16 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// unavailable skips the test, or fails it when CI is set: on CI every
-// server binary must be there (as testenv does).
-func unavailable(t testing.TB, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s unavailable and CI is set: %v", what, err)
-	}
-	t.Skipf("%s unavailable, skipping (install it, see README): %v", what, err)
-}
-
 // lookBin finds a server binary: $envVar, else name on the PATH, else in
 // /usr/sbin (where Debian puts nats-server, not always on a user's PATH).
 func lookBin(t testing.TB, envVar, name string) string {
@@ -64,7 +54,7 @@ func lookBin(t testing.TB, envVar, name string) string {
 	}
 	p := filepath.Join("/usr/sbin", name)
 	if _, err := os.Stat(p); err != nil {
-		unavailable(t, name+" binary", err)
+		testenv.Unavailable(t, name+" binary", err)
 	}
 	return p
 }

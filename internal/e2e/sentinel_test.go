@@ -38,7 +38,7 @@ func sentinel(t testing.TB, master, masterAddr string) string {
 	}
 	cmd := exec.Command(bin, conf, "--sentinel")
 	if err := cmd.Start(); err != nil {
-		unavailable(t, "redis-server --sentinel", err)
+		testenv.Unavailable(t, "redis-server --sentinel", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()

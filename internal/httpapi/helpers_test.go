@@ -22,7 +22,6 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
-	"github.com/sudoku-queue/sudoku-queue/internal/gen"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
@@ -268,42 +267,9 @@ const (
 	hardest = "testdata/hardest_200.txt"
 )
 
-// variants makes n distinct valid puzzles: the fixture's own, then more
-// made from them with internal/gen's symmetries.
+// variants makes n distinct valid puzzles from a fixture.
 func variants(t testing.TB, n int, fixture string) []string {
-	t.Helper()
-	f, err := os.Open(fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	bases, err := gen.ReadBases(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gen.New(bases, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]string, 0, n)
-	seen := map[string]bool{}
-	for _, b := range bases {
-		if len(out) < n && !seen[b.String()] {
-			seen[b.String()] = true
-			out = append(out, b.String())
-		}
-	}
-	for len(out) < n {
-		p, err := g.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := p.String(); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
+	return testenv.Puzzles(t, fixture, n)
 }
 
 // relabelled returns n hard puzzles from the hardest fixture with their

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
 // Puzzles of every outcome. The 17-given puzzles are unique; removing a
@@ -68,33 +69,6 @@ func makeInput(n int) (string, []int) {
 	return b.String(), kinds
 }
 
-// checkSolution fails unless sol is a complete valid grid that keeps every
-// given of puzzle.
-func checkSolution(t *testing.T, puzzle, sol string) {
-	t.Helper()
-	if len(sol) != 81 {
-		t.Fatalf("solution %q is not 81 digits", sol)
-	}
-	var rows, cols, boxes [9]uint16
-	for i := range 81 {
-		c := sol[i]
-		if c < '1' || c > '9' {
-			t.Fatalf("solution %q: bad digit %q", sol, c)
-		}
-		if p := puzzle[i]; p != '.' && p != '0' && p != c {
-			t.Fatalf("solution %s does not keep the givens of %s", sol, puzzle)
-		}
-		bit := uint16(1) << (c - '0')
-		r, col := i/9, i%9
-		for _, u := range []*uint16{&rows[r], &cols[col], &boxes[r/3*3+col/3]} {
-			if *u&bit != 0 {
-				t.Fatalf("solution %s repeats %c around cell %d", sol, c, i)
-			}
-			*u |= bit
-		}
-	}
-}
-
 func TestRun(t *testing.T) {
 	text, kinds := makeInput(2000)
 	for _, workers := range []int{1, 4} {
@@ -128,7 +102,7 @@ func TestRun(t *testing.T) {
 					t.Fatalf("line %d: status %s (%s), want %s", line, r.Status, r.Error, c.want)
 				}
 				if r.Status == result.StatusUnique || r.Status == result.StatusMultiple {
-					checkSolution(t, c.text, r.Solution)
+					testenv.CheckSolution(t, c.text, r.Solution)
 				}
 			}
 		})
@@ -147,8 +121,8 @@ func TestRunFirstSolution(t *testing.T) {
 	if len(got) != 2 || got[0].Status != result.StatusSolved || got[1].Status != result.StatusSolved {
 		t.Fatalf("got %+v, want two solved results", got)
 	}
-	checkSolution(t, cases[0].text, got[0].Solution)
-	checkSolution(t, cases[8].text, got[1].Solution)
+	testenv.CheckSolution(t, cases[0].text, got[0].Solution)
+	testenv.CheckSolution(t, cases[8].text, got[1].Solution)
 }
 
 func TestRunStops(t *testing.T) {

@@ -43,9 +43,9 @@ func envOr(k, def string) string {
 	return def
 }
 
-// unavailable skips the test, or fails it when CI is set: on CI the
-// services must be there.
-func unavailable(t testing.TB, what string, err error) {
+// Unavailable skips the test, or fails it when CI is set: on CI the
+// services and server binaries must be there.
+func Unavailable(t testing.TB, what string, err error) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s unreachable and CI is set: %v", what, err)
@@ -67,7 +67,7 @@ func NATS(t testing.TB) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(NATSURL(), nats.Timeout(2*time.Second))
 	if err != nil {
-		unavailable(t, "NATS at "+NATSURL(), err)
+		Unavailable(t, "NATS at "+NATSURL(), err)
 	}
 	t.Cleanup(nc.Close)
 	return nc
@@ -83,7 +83,7 @@ func Redis(t testing.TB) *redis.Client {
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		unavailable(t, "Redis at "+RedisAddr(), err)
+		Unavailable(t, "Redis at "+RedisAddr(), err)
 	}
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
@@ -136,7 +136,7 @@ func RedisServer(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		unavailable(t, "redis-server binary", err)
+		Unavailable(t, "redis-server binary", err)
 	}
 	port := FreePort(t)
 	argv := append([]string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -157,7 +157,7 @@ func NATSServer(t testing.TB, extraArgs ...string) *Server {
 	if bin == "" {
 		var err error
 		if bin, err = exec.LookPath("nats-server"); err != nil {
-			unavailable(t, "nats-server binary", err)
+			Unavailable(t, "nats-server binary", err)
 		}
 	}
 	port := FreePort(t)
