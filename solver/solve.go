@@ -150,9 +150,9 @@ func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, err
 	return res, nil
 }
 
-// maxDepth bounds the depth of the search tree: every level places at
-// least one more cell.
-const maxDepth = 82
+// maxDepth bounds the depth of the search tree: every level fixes one more
+// of the 54 pairs of a digit and a band or stack (see branchChute).
+const maxDepth = 56
 
 // engine holds one search: its limits, counters, the first solution and
 // the positions of the current path through the search tree.
@@ -231,10 +231,142 @@ func (s *state) propagate() bool {
 		if !ok {
 			return false
 		}
+		if placed {
+			continue
+		}
+		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
+			return true
+		}
+		placed, ok = s.triads()
+		if !ok {
+			return false
+		}
 		if !placed {
 			return true
 		}
 	}
+}
+
+// Triads. A minirow (three cells of a row inside one box) and a minicolumn
+// hold three different digits, since their cells do. So for each of the 54
+// of them:
+//   - at least three digits must be possible there: if only three are, each
+//     of them is certain to be there;
+//   - at most three digits are certain to be there: if three are, no other
+//     digit may be.
+//
+// A digit is certain to be in a minirow when the minirow is its only place
+// in the row or in the box (and in a minicolumn likewise, in the column or
+// in the box). Certainty is put into the words by taking the digit out of
+// the rest of the row and box (column and box); band and stack rules do the
+// rest.
+//
+// Each digit's triads fit one 64-bit word. Minirow (r, k) of band b, with
+// its indicator at bit 9r+3k of the band word (see minirowsAt), is bit
+// 9r+3k+b: the three bands interleave. Minicolumn c of band b is bit
+// 32+9b+c. The digits are counted per triad, up to four, with bit-sliced
+// adders over the nine words, so all 54 triads are decided at once.
+
+const (
+	// minirowTops has the first cell of each minirow of a band word.
+	minirowTops = 0x1249249
+	// rowFirst, rowSecond and rowThird have the triad bits (all bands) of
+	// the minirows in the first, second and third box of each row.
+	rowFirst  = 0x1c0e07
+	rowSecond = rowFirst << 3
+	rowThird  = rowFirst << 6
+	// stackFirst has, for the minicolumn half, the first column of each
+	// stack in each band; stackSecond and stackThird the next two.
+	stackFirst  = 0x1249249
+	stackSecond = stackFirst << 1
+	stackThird  = stackFirst << 2
+	all27       = 1<<27 - 1
+)
+
+// minirowsAt marks the minirows of band word x that hold a candidate, with
+// one bit at the first cell of each (bit 9r+3k for row r, box k).
+func minirowsAt(x uint32) uint32 { return (x | x>>1 | x>>2) & minirowTops }
+
+// triads applies the triad rules. It reports whether it removed any
+// candidate, and false for ok on a contradiction.
+func (s *state) triads() (changed, ok bool) {
+	var poss, cert [9]uint64
+	var p1, p2, p4, c1, c2, c4 uint64
+	for d := 0; d < 9; d++ {
+		x0, x1, x2 := s.cand[d*3], s.cand[d*3+1], s.cand[d*3+2]
+		h := minirowsAt(x0) | minirowsAt(x1)<<1 | minirowsAt(x2)<<2
+		v := columnsOf(x0) | columnsOf(x1)<<9 | columnsOf(x2)<<18
+		// The other minirows of the same row, and of the same box.
+		inRow := (h>>3)&(rowFirst|rowSecond) | (h<<6)&rowThird |
+			(h>>6)&rowFirst | (h<<3)&(rowSecond|rowThird)
+		inBox := (h>>9 | h>>18 | h<<9 | h<<18) & all27
+		hc := h &^ (inRow & inBox)
+		// The other minicolumns of the same column, and of the same box.
+		inCol := (v>>9 | v>>18 | v<<9 | v<<18) & all27
+		inStack := (v>>1)&(stackFirst|stackSecond) | (v<<2)&stackThird |
+			(v>>2)&stackFirst | (v<<1)&(stackSecond|stackThird)
+		vc := v &^ (inCol & inStack)
+		p := uint64(h) | uint64(v)<<32
+		c := uint64(hc) | uint64(vc)<<32
+		poss[d], cert[d] = p, c
+		carry := p1 & p
+		p1 ^= p
+		p4 |= p2 & carry
+		p2 ^= carry
+		carry = c1 & c
+		c1 ^= c
+		c4 |= c2 & carry
+		c2 ^= carry
+	}
+	const live = all27 | all27<<32
+	if live&^(p4|p1&p2) != 0 || c4 != 0 {
+		return false, false // a triad with fewer than three digits possible, or more than three certain
+	}
+	p3 := p1 & p2 &^ p4
+	c3 := c1 & c2
+	if p3^c3 == 0 {
+		return false, true
+	}
+	act := p3 ^ c3
+	for d := 0; d < 9; d++ {
+		news := act & poss[d] &^ cert[d]
+		if news == 0 {
+			continue
+		}
+		changed = true
+		s.dirty |= 7 << (d * 3)
+		// Triads where d is now certain, and triads it leaves.
+		lock, drop := news&p3, news&c3
+		hl, hd := uint32(lock)&all27, uint32(drop)&all27
+		vl, vd := uint32(lock>>32), uint32(drop>>32)
+		var vcols [3]uint32
+		for b := 0; b < 3; b++ {
+			vcols[b] = vl >> (9 * b) & 0x1ff
+		}
+		for b := 0; b < 3; b++ {
+			x := s.cand[d*3+b]
+			if m := hd >> b & minirowTops; m != 0 {
+				x &^= m * 7
+			}
+			if m := hl >> b & minirowTops; m != 0 {
+				cells := m * 7
+				rows := (m | m>>3 | m>>6) & 0x40201 * 0x1ff
+				boxes := colsMask(((m | m>>9 | m>>18) & 0x49) * 7)
+				x &= ^(rows | boxes) | cells
+			}
+			if cols := vd >> (9 * b) & 0x1ff; cols != 0 {
+				x &^= colsMask(cols)
+			}
+			own := vcols[b]
+			other := (vcols[0] | vcols[1] | vcols[2]) &^ own
+			stack := ((own | own>>1 | own>>2) & 0x49) * 7
+			if clear := other | stack&^own; clear != 0 {
+				x &^= colsMask(clear)
+			}
+			s.cand[d*3+b] = x
+		}
+	}
+	return changed, true
 }
 
 // propagateBands runs the band rules on every changed word until all are
@@ -407,61 +539,27 @@ func (e *engine) search(s *state, depth int) {
 		}
 		return
 	}
-	b, p := s.branchCell()
 	e.guesses++
-	bit := uint32(1) << p
-	var digits [9]uint8
+	st, u, d, pat := s.branchChute()
+	var configs [6]uint32
 	n := 0
-	for d := 0; d < 9; d++ {
-		if s.cand[d*3+b]&bit != 0 {
-			digits[n] = uint8(d)
+	for _, m := range perms9 {
+		if pat&m == m {
+			configs[n] = m
 			n++
 		}
 	}
 	for k := 0; k < n-1; k++ {
 		next := &e.stack[depth]
 		*next = *s
-		next.place(int(digits[k]), b, p)
+		next.keepConfig(st, u, d, configs[k])
 		e.search(next, depth+1)
 		if e.found >= e.limit || e.err != nil {
 			return
 		}
 	}
-	s.place(int(digits[n-1]), b, p)
+	s.keepConfig(st, u, d, configs[n-1])
 	e.search(s, depth)
-}
-
-// branchCell picks the unsolved cell to branch on: the first cell with two
-// candidates if there is one, else one with the fewest.
-func (s *state) branchCell() (band int, p uint32) {
-	best, bestN := -1, 10
-	for b := 0; b < 3; b++ {
-		u := s.unsolved[b]
-		if u == 0 {
-			continue
-		}
-		var one, two, three uint32
-		for d := b; d < 27; d += 3 {
-			x := s.cand[d]
-			three |= two & x
-			two |= one & x
-			one |= x
-		}
-		if pairs := u & two &^ three; pairs != 0 {
-			return b, uint32(bits.TrailingZeros32(pairs))
-		}
-		for m := u; m != 0; m &= m - 1 {
-			q := bits.TrailingZeros32(m)
-			n := 0
-			for d := b; d < 27; d += 3 {
-				n += int(s.cand[d] >> q & 1)
-			}
-			if n < bestN {
-				best, bestN = b*27+q, n
-			}
-		}
-	}
-	return best / 27, uint32(best % 27)
 }
 
 // fill writes the solved position to g.
@@ -473,4 +571,65 @@ func (s *state) fill(g *Grid) {
 			}
 		}
 	}
+}
+
+// keepConfig keeps digit d only in configuration m of band u (of stack u
+// when st): m has one bit per row and box of the band (band and column of
+// the stack) that the digit takes.
+func (s *state) keepConfig(st bool, u, d int, m uint32) {
+	if !st {
+		s.cand[d*3+u] &= minirowCells[m]
+	} else {
+		for b := 0; b < 3; b++ {
+			j := (m >> (3 * b)) & 7
+			s.cand[d*3+b] &^= colsMask((7 &^ j) << (3 * u))
+		}
+	}
+	s.dirty |= 7 << (d * 3)
+}
+
+// branchChute picks what to branch on. A digit's configuration in a band
+// is the set of three minirows it takes, one per row and box: one of six
+// permutations (in a stack, the three minicolumns). As tdoku does, it takes
+// the band or stack with the fewest configurations left over all digits,
+// not counting a fixed one (one configuration for every digit), and in it
+// the digit with the fewest configurations, two or more. The search then
+// tries each of them.
+//
+// When every band and stack is fixed, propagation has placed every digit
+// (each box of a digit's band word is down to the cell where its minirow
+// and minicolumn cross), so a position that is not solved always has a
+// chute to branch on. Every level of the search fixes one more digit in
+// one more chute, so the search is at most 54 levels deep.
+func (s *state) branchChute() (st bool, u, d int, pat uint32) {
+	var pats [6][9]uint32
+	var tot [6]int
+	for dd := 0; dd < 9; dd++ {
+		x0, x1, x2 := s.cand[dd*3], s.cand[dd*3+1], s.cand[dd*3+2]
+		pats[0][dd] = shrink(x0)
+		pats[1][dd] = shrink(x1)
+		pats[2][dd] = shrink(x2)
+		c0, c1, c2 := columnsOf(x0), columnsOf(x1), columnsOf(x2)
+		for k := 0; k < 3; k++ {
+			sh := uint32(3 * k)
+			pats[3+k][dd] = c0>>sh&7 | (c1>>sh&7)<<3 | (c2>>sh&7)<<6
+		}
+		for c := 0; c < 6; c++ {
+			tot[c] += int(permCount[pats[c][dd]])
+		}
+	}
+	best := -1
+	for c := 0; c < 6; c++ {
+		if tot[c] > 9 && (best < 0 || tot[c] < tot[best]) {
+			best = c
+		}
+	}
+	bd, bn := -1, 100
+	for dd := 0; dd < 9; dd++ {
+		n := int(permCount[pats[best][dd]])
+		if n >= 2 && n < bn {
+			bd, bn = dd, n
+		}
+	}
+	return best >= 3, best % 3, bd, pats[best][bd]
 }

@@ -28,6 +28,17 @@ var (
 	// (one column per band, one band per column) made of them uses.
 	stackKeep [512]uint32
 
+	// permCount[s] is the number of permutations (one bit per row and per
+	// column of the 3x3 bit matrix s) made of bits of s: the configurations
+	// a digit has left in a band (s a shrunk word) or in a stack.
+	permCount [512]uint8
+
+	// minirowCells maps nine minirow bits to the band cells they cover.
+	minirowCells [512]uint32
+
+	// perms lists the six 3x3 permutation matrices as nine-bit masks.
+	perms9 [6]uint32
+
 	// keepOnPlace[p] is the band mask that keeps cell p and clears every other
 	// cell of p's row and box: placing a digit at p.
 	keepOnPlace [27]uint32
@@ -65,6 +76,7 @@ func init() {
 			m := uint32(1)<<p[0] | uint32(1)<<(3+p[1]) | uint32(1)<<(6+p[2])
 			if s&m == m {
 				keep |= m
+				permCount[s]++
 			}
 		}
 		stackKeep[s] = keep
@@ -76,6 +88,17 @@ func init() {
 			}
 		}
 		bandMask[s] = cells
+		var all uint32
+		for i := uint32(0); i < 9; i++ {
+			if s&(1<<i) != 0 {
+				all |= 7 << (i/3*9 + i%3*3)
+			}
+		}
+		minirowCells[s] = all
+	}
+	for i, p := range perms {
+		m := uint32(1)<<p[0] | uint32(1)<<(3+p[1]) | uint32(1)<<(6+p[2])
+		perms9[i] = m
 	}
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
