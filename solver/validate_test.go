@@ -1,0 +1,44 @@
+package solver
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestValidateFastPath checks Validate's mask pass against conflict, the
+// exact cell-by-cell check it falls back on, on grids made from solutions
+// by blanking cells and writing a few random values (0-11) over others.
+func TestValidateFastPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	var sols []Grid
+	for _, g := range fixture(t, "17_clue_300.txt")[:20] {
+		sols = append(sols, solve(t, &g, Options{}).Solution)
+	}
+	counts := map[ErrorKind]int{}
+	for i := 0; i < 20000; i++ {
+		g := removeGivens(&sols[i%len(sols)], 30+rng.IntN(50), rng)
+		for k := rng.IntN(4); k > 0; k-- {
+			g[rng.IntN(81)] = uint8(rng.IntN(12))
+		}
+		err := g.Validate()
+		want := g.conflict()
+		var pe, pw *ParseError
+		errors.As(err, &pe)
+		errors.As(want, &pw)
+		if (err == nil) != (want == nil) || pe != nil && pw != nil && *pe != *pw {
+			t.Fatalf("grid %v: Validate returns %v, the exact check %v", g, err, want)
+		}
+		if pe != nil {
+			counts[pe.Kind]++
+		} else {
+			counts[0]++
+		}
+	}
+	t.Logf("valid %d, conflict %d, bad digit %d", counts[0], counts[Conflict], counts[BadDigit])
+	for _, k := range []ErrorKind{0, Conflict, BadDigit} {
+		if counts[k] < 1000 {
+			t.Errorf("only %d grids of kind %d: the test needs more", counts[k], k)
+		}
+	}
+}
