@@ -166,6 +166,7 @@ type engine struct {
 	err      error // set when the search was cut short
 	solution Grid
 	stack    *[maxDepth]state
+	poss     [9]uint64 // see triads
 }
 
 // state is one position of the search. The candidates are kept per digit
@@ -178,6 +179,7 @@ type state struct {
 	prev     [27]uint32
 	unsolved [3]uint32 // cells whose digit is not yet known, per band
 	dirty    uint32    // bit i: cand[i] may have changed since it was looked at
+	moved    uint32    // bit i: cand[i] changed since stacks last looked at it
 }
 
 // init sets up the position of the givens of g.
@@ -187,6 +189,7 @@ func (s *state) init(g *Grid) {
 		s.prev[i] = 0 // differs from every live word: all get looked at
 	}
 	s.dirty = 1<<27 - 1
+	s.moved = 1<<27 - 1
 	s.unsolved = [3]uint32{0x7ffffff, 0x7ffffff, 0x7ffffff}
 	for i, v := range g {
 		if v != 0 {
@@ -215,7 +218,7 @@ func (s *state) place(d, b int, p uint32) {
 
 // propagate applies the constraints until nothing changes. It reports
 // false on a contradiction.
-func (s *state) propagate() bool {
+func (s *state) propagate(poss *[9]uint64) bool {
 	for {
 		if !s.propagateBands() {
 			return false
@@ -237,7 +240,7 @@ func (s *state) propagate() bool {
 		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
 			return true
 		}
-		placed, ok = s.triads()
+		placed, ok = s.triads(poss)
 		if !ok {
 			return false
 		}
@@ -268,8 +271,6 @@ func (s *state) propagate() bool {
 // adders over the nine words, so all 54 triads are decided at once.
 
 const (
-	// minirowTops has the first cell of each minirow of a band word.
-	minirowTops = 0x1249249
 	// rowFirst, rowSecond and rowThird have the triad bits (all bands) of
 	// the minirows in the first, second and third box of each row.
 	rowFirst  = 0x1c0e07
@@ -283,14 +284,13 @@ const (
 	all27       = 1<<27 - 1
 )
 
-// minirowsAt marks the minirows of band word x that hold a candidate, with
-// one bit at the first cell of each (bit 9r+3k for row r, box k).
-func minirowsAt(x uint32) uint32 { return (x | x>>1 | x>>2) & minirowTops }
-
 // triads applies the triad rules. It reports whether it removed any
 // candidate, and false for ok on a contradiction.
-func (s *state) triads() (changed, ok bool) {
-	var poss, cert [9]uint64
+//
+// It leaves in poss, for each digit, the triads where it is possible, in
+// the layout above: branchChute reads them.
+func (s *state) triads(poss *[9]uint64) (changed, ok bool) {
+	var cert [9]uint64
 	var p1, p2, p4, c1, c2, c4 uint64
 	for d := 0; d < 9; d++ {
 		x0, x1, x2 := s.cand[d*3], s.cand[d*3+1], s.cand[d*3+2]
@@ -394,6 +394,7 @@ func (s *state) propagateBands() bool {
 			s.dirty = 0
 			return false
 		}
+		s.moved |= 1 << i
 		s.cand[i], s.prev[i] = x, x
 		// Rows of the band that hold exactly one cell.
 		var single uint32
@@ -489,13 +490,20 @@ func (s *state) nakedSingles() (placed, ok bool) {
 // band and once in each column. This gives locked candidates between boxes
 // and columns, and hidden singles in columns. It reports whether it removed
 // any candidate, and false for ok on a contradiction.
+//
+// Only the digits whose words changed since it last looked at them (bits
+// of s.moved) are looked at again.
 func (s *state) stacks() (changed, ok bool) {
-	for d := 0; d < 27; d += 3 {
+	moved := s.moved
+	s.moved = 0
+	for moved != 0 {
+		d := bits.TrailingZeros32(moved) / 3 * 3
+		moved &^= 7 << d
 		x0, x1, x2 := s.cand[d], s.cand[d+1], s.cand[d+2]
 		c0, c1, c2 := columnsOf(x0), columnsOf(x1), columnsOf(x2)
 		var k0, k1, k2 uint32
 		for sh := uint32(0); sh < 9; sh += 3 {
-			a := stackKeep[c0>>sh&7|(c1>>sh&7)<<3|(c2>>sh&7)<<6]
+			a := uint32(permKeep[c0>>sh&7|(c1>>sh&7)<<3|(c2>>sh&7)<<6])
 			if a == 0 {
 				return false, false
 			}
@@ -529,7 +537,7 @@ func (e *engine) search(s *state, depth int) {
 			return
 		}
 	}
-	if !s.propagate() {
+	if !s.propagate(&e.poss) {
 		return
 	}
 	if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
@@ -540,12 +548,12 @@ func (e *engine) search(s *state, depth int) {
 		return
 	}
 	e.guesses++
-	st, u, d, pat := s.branchChute()
+	st, u, d, pat := branchChute(&e.poss)
 	var configs [6]uint32
 	n := 0
-	for _, m := range perms9 {
-		if pat&m == m {
-			configs[n] = m
+	for _, m := range perms {
+		if pat&uint32(m) == uint32(m) {
+			configs[n] = uint32(m)
 			n++
 		}
 	}
@@ -601,22 +609,16 @@ func (s *state) keepConfig(st bool, u, d int, m uint32) {
 // and minicolumn cross), so a position that is not solved always has a
 // chute to branch on. Every level of the search fixes one more digit in
 // one more chute, so the search is at most 54 levels deep.
-func (s *state) branchChute() (st bool, u, d int, pat uint32) {
-	var pats [6][9]uint32
-	var tot [6]int
-	for dd := 0; dd < 9; dd++ {
-		x0, x1, x2 := s.cand[dd*3], s.cand[dd*3+1], s.cand[dd*3+2]
-		pats[0][dd] = shrink(x0)
-		pats[1][dd] = shrink(x1)
-		pats[2][dd] = shrink(x2)
-		c0, c1, c2 := columnsOf(x0), columnsOf(x1), columnsOf(x2)
-		for k := 0; k < 3; k++ {
-			sh := uint32(3 * k)
-			pats[3+k][dd] = c0>>sh&7 | (c1>>sh&7)<<3 | (c2>>sh&7)<<6
-		}
-		for c := 0; c < 6; c++ {
-			tot[c] += int(permCount[pats[c][dd]])
-		}
+func branchChute(poss *[9]uint64) (st bool, u, d int, pat uint32) {
+	var tot [6]uint32
+	for _, t := range poss {
+		h, v := uint32(t), uint32(t>>32)
+		tot[0] += uint32(permCount[fold(h&minirowTops)])
+		tot[1] += uint32(permCount[fold(h>>1&minirowTops)])
+		tot[2] += uint32(permCount[fold(h>>2&minirowTops)])
+		tot[3] += uint32(permCount[v&7|v>>6&0x38|v>>12&0x1c0])
+		tot[4] += uint32(permCount[v>>3&7|v>>9&0x38|v>>15&0x1c0])
+		tot[5] += uint32(permCount[v>>6&7|v>>12&0x38|v>>18&0x1c0])
 	}
 	best := -1
 	for c := 0; c < 6; c++ {
@@ -624,12 +626,24 @@ func (s *state) branchChute() (st bool, u, d int, pat uint32) {
 			best = c
 		}
 	}
-	bd, bn := -1, 100
-	for dd := 0; dd < 9; dd++ {
-		n := int(permCount[pats[best][dd]])
-		if n >= 2 && n < bn {
-			bd, bn = dd, n
+	bd, bn := -1, uint8(7)
+	for dd := range poss {
+		p := chutePattern(poss[dd], best)
+		if n := permCount[p]; n >= 2 && n < bn {
+			bd, bn, pat = dd, n, p
 		}
 	}
-	return best >= 3, best % 3, bd, pats[best][bd]
+	return best >= 3, best % 3, bd, pat
+}
+
+// chutePattern returns the 3x3 matrix (see tables.go) of a digit in chute
+// c (bands 0-2, then stacks 0-2), from its triads t as triads lays them
+// out: for a band, bit 3k+r says whether row r has a candidate in box k;
+// for a stack, bit 3b+j whether band b has one in the stack's column j.
+func chutePattern(t uint64, c int) uint32 {
+	if c < 3 {
+		return fold(uint32(t) >> c & minirowTops)
+	}
+	w := uint32(t>>32) >> (3 * (c - 3))
+	return w&7 | w>>6&0x38 | w>>12&0x1c0
 }

@@ -5,39 +5,37 @@ package solver
 // A band is three rows of the grid (rows 1-3, 4-6 or 7-9). For one digit, its
 // candidates in one band are a 27-bit word: bit r*9+c is row r (0-2) of the
 // band, column c (0-8). A "minirow" is the three cells a row shares with a
-// box; a band has nine of them, and bit r*3+k of a shrunk word says whether
-// row r has a candidate in box k.
+// box; a band has nine of them. Shrinking a band word gives nine bits, one
+// per minirow that holds a candidate: bit k*3+r for box k, row r (see
+// shrink).
+//
+// Several rules look at a 3x3 matrix of bits, nine bits with bit i*3+j in
+// line i and place j, where a digit must take exactly one place in each line
+// and one line in each place: the minirows of a digit in a band (lines are
+// boxes, places are rows), or its minicolumns in a stack (lines are bands,
+// places are the stack's columns). The six permutation matrices are the
+// configurations the digit can take there.
 
 var (
-	// minirowsOf maps the nine bits of one row to the three bits saying which
-	// of its minirows (boxes) hold a candidate.
-	minirowsOf [512]uint32
+	// permKeep maps a 3x3 matrix to the bits that some permutation matrix
+	// made of its bits uses; 0 when there is none (a contradiction). In a
+	// band this is locked candidates both ways (pointing and claiming) and
+	// hidden singles in boxes, in one lookup.
+	permKeep [512]uint16
 
-	// bandMask maps a shrunk band (nine minirow bits) to the cells that can
-	// still hold the digit. In a band a digit sits once in each row and once
-	// in each box, so the minirows it uses form a 3x3 permutation: a minirow
-	// survives only if some permutation made of occupied minirows uses it.
-	// This one lookup applies locked candidates both ways (pointing and
-	// claiming) and hidden singles in boxes; 0 means no permutation is left,
-	// a contradiction.
-	bandMask [512]uint32
-
-	// stackKeep is bandMask turned sideways, for the three boxes of a stack:
-	// bit b*3+j of its index says whether band b holds a candidate in the
-	// stack's column j, and the entry keeps the bits that some permutation
-	// (one column per band, one band per column) made of them uses.
-	stackKeep [512]uint32
-
-	// permCount[s] is the number of permutations (one bit per row and per
-	// column of the 3x3 bit matrix s) made of bits of s: the configurations
-	// a digit has left in a band (s a shrunk word) or in a stack.
+	// permCount maps a 3x3 matrix to the number of permutation matrices made
+	// of its bits: the configurations a digit has left in a band or stack.
 	permCount [512]uint8
 
-	// minirowCells maps nine minirow bits to the band cells they cover.
+	// perms lists the six permutation matrices.
+	perms [6]uint16
+
+	// minirowCells maps shrunk minirow bits to the band cells they cover.
 	minirowCells [512]uint32
 
-	// perms lists the six 3x3 permutation matrices as nine-bit masks.
-	perms9 [6]uint32
+	// bandMask maps a shrunk band word to the cells of minirowCells[permKeep]:
+	// the cells that can still hold the digit.
+	bandMask [512]uint32
 
 	// keepOnPlace[p] is the band mask that keeps cell p and clears every other
 	// cell of p's row and box: placing a digit at p.
@@ -54,51 +52,46 @@ func colsMask(cols uint32) uint32 { return cols * 0x40201 }
 // columnsOf folds a band word to the set of columns it touches.
 func columnsOf(x uint32) uint32 { return (x | x>>9 | x>>18) & 0x1ff }
 
-// shrink folds a band word to its nine minirow bits.
-func shrink(x uint32) uint32 {
-	return minirowsOf[x&0x1ff] | minirowsOf[(x>>9)&0x1ff]<<3 | minirowsOf[(x>>18)&0x1ff]<<6
-}
+// minirowTops has the first cell of each minirow of a band word.
+const minirowTops = 0x1249249
+
+// minirowsAt marks the minirows of band word x that hold a candidate, with
+// one bit at the first cell of each (bit 9r+3k for row r, box k).
+func minirowsAt(x uint32) uint32 { return (x | x>>1 | x>>2) & minirowTops }
+
+// fold packs minirow marks (as minirowsAt sets them) into nine bits: bit
+// 9r+3k moves to 3k+r, since row 1 is shifted down by 8 and row 2 by 16.
+func fold(y uint32) uint32 { return (y | y>>8 | y>>16) & 0x1ff }
+
+// shrink folds a band word to its nine minirow bits, bit 3k+r for box k,
+// row r.
+func shrink(x uint32) uint32 { return fold(minirowsAt(x)) }
 
 func init() {
-	for r := uint32(0); r < 512; r++ {
-		var m uint32
-		for k := uint32(0); k < 3; k++ {
-			if r&(7<<(3*k)) != 0 {
-				m |= 1 << k
-			}
-		}
-		minirowsOf[r] = m
+	orders := [6][3]uint32{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	for i, p := range orders {
+		perms[i] = uint16(1<<p[0] | 1<<(3+p[1]) | 1<<(6+p[2]))
 	}
-	perms := [6][3]uint32{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
 	for s := uint32(0); s < 512; s++ {
-		var keep uint32 // minirow bits used by some permutation within s
-		for _, p := range perms {
-			m := uint32(1)<<p[0] | uint32(1)<<(3+p[1]) | uint32(1)<<(6+p[2])
-			if s&m == m {
+		var keep uint16
+		for _, m := range perms {
+			if uint16(s)&m == m {
 				keep |= m
 				permCount[s]++
 			}
 		}
-		stackKeep[s] = keep
+		permKeep[s] = keep
 		var cells uint32
 		for i := uint32(0); i < 9; i++ {
-			if keep&(1<<i) != 0 {
-				r, k := i/3, i%3
+			if s&(1<<i) != 0 {
+				k, r := i/3, i%3
 				cells |= 7 << (r*9 + k*3)
 			}
 		}
-		bandMask[s] = cells
-		var all uint32
-		for i := uint32(0); i < 9; i++ {
-			if s&(1<<i) != 0 {
-				all |= 7 << (i/3*9 + i%3*3)
-			}
-		}
-		minirowCells[s] = all
+		minirowCells[s] = cells
 	}
-	for i, p := range perms {
-		m := uint32(1)<<p[0] | uint32(1)<<(3+p[1]) | uint32(1)<<(6+p[2])
-		perms9[i] = m
+	for s := range bandMask {
+		bandMask[s] = minirowCells[permKeep[s]]
 	}
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
