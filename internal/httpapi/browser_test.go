@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,35 +13,38 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // chromiumPath returns the Chromium to drive: $SUDOKU_TEST_CHROMIUM, or the
-// Debian package's /usr/bin/chromium, or one on $PATH; "" when there is
-// none.
-func chromiumPath() string {
+// Debian package's /usr/bin/chromium, or one on $PATH; an error when there
+// is none.
+func chromiumPath() (string, error) {
 	if p := os.Getenv("SUDOKU_TEST_CHROMIUM"); p != "" {
-		if p, err := exec.LookPath(p); err == nil {
-			return p
+		found, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("$SUDOKU_TEST_CHROMIUM: %w", err)
 		}
-		return ""
+		return found, nil
 	}
 	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
-			return p
+			return p, nil
 		}
 	}
-	return ""
+	return "", errors.New("no chromium, chromium-browser or google-chrome on $PATH")
 }
 
 // browser starts a headless Chromium for the test, with a private
-// profile and nothing that reaches the network on its own.
+// profile and nothing that reaches the network on its own. Without a
+// Chromium the test is skipped, and fails when CI is set: CI must open
+// the dashboard.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	bin := chromiumPath()
-	if bin == "" {
-		t.Skip("Chromium not found, skipping the browser test: install it with " +
-			"`apt-get install -y chromium` (or set SUDOKU_TEST_CHROMIUM)")
+	bin, err := chromiumPath()
+	if err != nil {
+		testenv.Unavailable(t, "Chromium", fmt.Errorf("%w (install it with `apt-get install -y chromium`, or set SUDOKU_TEST_CHROMIUM)", err))
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(bin),
@@ -77,6 +82,13 @@ func run(t *testing.T, ctx context.Context, d time.Duration, what string, steps 
 	if err := chromedp.Do(tctx, steps...); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// poll waits until the JavaScript expression is true in the page,
+// checking every 20ms, for d at most.
+func poll(d time.Duration, expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr,
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(d))
 }
 
 // eval evaluates a JavaScript expression in the page.
@@ -164,8 +176,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	if n := eval[int](t, ctx, `points.filter(v => v > 0).length`); n == 0 {
 		t.Errorf("the chart has no point above 0 after two jobs")
 	}
-	// Let the chart and the figures catch up for the picture.
-	run(t, ctx, 10*time.Second, "settle", chromedp.Sleep(1500*time.Millisecond))
+	// For the picture, wait until the figures have caught up: the job is
+	// listed as finished and the queue shows nothing waiting or in work.
+	run(t, ctx, 20*time.Second, "see the queue idle after the job",
+		poll(15*time.Second, `document.querySelector('li.job[data-job="`+job.ID+`"] .state.finished') !== null`+
+			` && document.getElementById('pending').textContent === '0'`+
+			` && document.getElementById('ackpending').textContent === '0'`))
 
 	update := os.Getenv("SUDOKU_UPDATE_SCREENSHOT") == "1"
 	if update {
@@ -199,12 +215,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Logf("updated %s", docs)
 	}
 
-	// On a phone's screen nothing is wider than the screen.
+	// On a phone's screen nothing is wider than the screen. The page is
+	// measured once its layout has the phone's width and the style sheet's
+	// narrow-screen rule applies.
 	run(t, ctx, 20*time.Second, "phone screen",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
-		chromedp.Sleep(500*time.Millisecond),
+		poll(10*time.Second, `document.documentElement.clientWidth === 390 && matchMedia('(max-width: 420px)').matches`),
 	)
-	if over := eval[int](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+	if over := eval[int](t, ctx, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
 		t.Errorf("on a 390px screen the page is %dpx too wide", over)
 	}
 	phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -234,7 +252,9 @@ func showcase(t *testing.T, ctx context.Context, e *env, warm Submitted) {
 	for range 6 {
 		s := e.submit("text/plain", relabelled(2000), "")
 		e.waitJob(s.ID, time.Minute)
-		run(t, ctx, 5*time.Second, "pause", chromedp.Sleep(time.Second))
+		// A gap between the jobs' peaks: the chart's last second at 0.
+		run(t, ctx, 10*time.Second, "see a gap in the chart",
+			poll(8*time.Second, `points.length >= 4 && points.slice(-4).every(v => v === 0)`))
 	}
 	big := e.submit("text/plain", relabelled(40000), "")
 	bar := `.bar[data-job="` + big.ID + `"]`
