@@ -205,15 +205,32 @@ func (s *state) init(g *Grid) {
 func (s *state) place(d, b int, p uint32) {
 	bit := uint32(1) << p
 	col := colsMask(1 << (p % 9))
-	for i := b; i < 27; i += 3 {
-		s.cand[i] &^= bit
-	}
 	i := d * 3
-	s.cand[i] &^= col
-	s.cand[i+1] &^= col
-	s.cand[i+2] &^= col
+	dirty := s.clearBand(b, bit) |
+		(clear(&s.cand[i], col)|clear(&s.cand[i+1], col)<<1|clear(&s.cand[i+2], col)<<2)<<i
 	s.cand[i+b] = s.cand[i+b]&keepOnPlace[p] | bit
-	s.dirty |= bandWords<<b | 7<<i
+	s.dirty |= dirty | 1<<(i+b)
+}
+
+// clear clears the bits of m in *w and returns 1 if that changed it, else
+// 0.
+func clear(w *uint32, m uint32) uint32 {
+	x := *w
+	*w = x &^ m
+	if x&m != 0 {
+		return 1
+	}
+	return 0
+}
+
+// clearBand clears the cells of m from the nine words of band b and returns
+// the bits (as in state.dirty) of the words that changed.
+func (s *state) clearBand(b int, m uint32) uint32 {
+	w := (*[25]uint32)(s.cand[b:])
+	ch := clear(&w[0], m) | clear(&w[3], m)<<3 | clear(&w[6], m)<<6 |
+		clear(&w[9], m)<<9 | clear(&w[12], m)<<12 | clear(&w[15], m)<<15 |
+		clear(&w[18], m)<<18 | clear(&w[21], m)<<21 | clear(&w[24], m)<<24
+	return ch << b
 }
 
 // propagate applies the constraints until nothing changes. It reports
@@ -413,25 +430,19 @@ func (s *state) propagateBands() bool {
 			continue
 		}
 		s.unsolved[b] &^= solved
-		for j := b; j < 27; j += 3 {
-			s.cand[j] &^= solved
-		}
+		ch := s.clearBand(b, solved) &^ (1 << i)
 		s.cand[i] = x
-		s.prev[i] = x
 		col := colsMask(columnsOf(solved))
 		d := i - b
 		switch b {
 		case 0:
-			s.cand[d+1] &^= col
-			s.cand[d+2] &^= col
+			ch |= clear(&s.cand[d+1], col)<<(d+1) | clear(&s.cand[d+2], col)<<(d+2)
 		case 1:
-			s.cand[d] &^= col
-			s.cand[d+2] &^= col
+			ch |= clear(&s.cand[d], col)<<d | clear(&s.cand[d+2], col)<<(d+2)
 		default:
-			s.cand[d] &^= col
-			s.cand[d+1] &^= col
+			ch |= clear(&s.cand[d], col)<<d | clear(&s.cand[d+1], col)<<(d+1)
 		}
-		dirty |= bandWords<<b | 7<<d
+		dirty |= ch
 	}
 	s.dirty = 0
 	return true
