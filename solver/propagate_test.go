@@ -1,0 +1,71 @@
+package solver
+
+import (
+	"testing"
+)
+
+// TestPropagateFixpoint checks the bookkeeping that lets propagation look
+// only at what changed (state.dirty, state.prev, state.moved): when
+// propagate returns, running it again with every word marked as changed
+// must find nothing more to do. It follows one path of the search tree of
+// each fixture puzzle down to a solution or a contradiction, checking at
+// every level, and compares every contradiction it finds with what a full
+// re-run finds.
+func TestPropagateFixpoint(t *testing.T) {
+	var poss [9]uint64
+	levels, dead := 0, 0
+	for _, fx := range fixtures {
+		for pi, g := range fixture(t, fx.file) {
+			var s state
+			s.init(&g)
+			for depth := 0; ; depth++ {
+				before := s
+				ok := s.propagate(&poss)
+				// The same position with everything to look at again.
+				full := before
+				full.dirty, full.moved = 1<<27-1, 1<<27-1
+				full.prev = [27]uint32{}
+				okFull := full.propagate(&poss)
+				if ok != okFull {
+					t.Fatalf("%s:%d level %d: propagate says %v, a full re-run %v", fx.file, pi+1, depth, ok, okFull)
+				}
+				if !ok {
+					dead++
+					break
+				}
+				levels++
+				again := s
+				again.dirty, again.moved = 1<<27-1, 1<<27-1
+				again.prev = [27]uint32{}
+				if !again.propagate(&poss) || again.cand != s.cand || again.unsolved != s.unsolved {
+					t.Fatalf("%s:%d level %d: propagation stopped before its fixpoint:\n%v\nthen\n%v", fx.file, pi+1, depth, s.cand, again.cand)
+				}
+				if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
+					break
+				}
+				// Go down: the branch the search takes last (the state it
+				// reuses), or the first, in turn.
+				s.propagate(&poss) // leaves the triads of s in poss
+				st, u, d, pat := branchChute(&poss)
+				var first, last uint32
+				for _, m := range perms {
+					if pat&uint32(m) == uint32(m) {
+						if first == 0 {
+							first = uint32(m)
+						}
+						last = uint32(m)
+					}
+				}
+				m := first
+				if (pi+depth)%2 == 1 {
+					m = last
+				}
+				s.keepConfig(st, u, d, m)
+			}
+		}
+	}
+	t.Logf("%d positions checked, %d paths ended in a contradiction", levels, dead)
+	if levels < 1000 || dead < 20 {
+		t.Errorf("only %d positions and %d contradictions: the test needs more", levels, dead)
+	}
+}
