@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
 )
 
 // wantErr is one *Error a test expects.
@@ -412,8 +413,23 @@ func TestWorkerDerived(t *testing.T) {
 	}
 }
 
-// FuzzLoadYAML checks that Load returns a configuration or an error, and
-// never panics, whatever the file holds.
+// FuzzLoadYAML loads any file and checks what Load promises, not only
+// that it does not panic:
+//
+//   - it returns a configuration or an error, never both or neither;
+//   - a file that is not YAML, or whose YAML is not a mapping, gets one
+//     error naming the file and no *Error;
+//   - any other file gets only *Errors (joined), each naming a setting or
+//     a section, or wrapping ErrUnknownKey for a key that is neither,
+//     never showing a secret's value, and coming from the file or from a
+//     default;
+//   - a configuration it returns round-trips: written back out as YAML
+//     from Redacted (with what Redacted hides put back), it loads again to
+//     an equal Config.
+//
+// The seeds are the files of TestLoad's and TestSecrets' tables and the
+// reference file; @DIR@ stands for a folder holding TestSecrets' secret
+// files, as in TestSecrets.
 func FuzzLoadYAML(f *testing.F) {
 	for _, tt := range loadTests {
 		f.Add(tt.yaml)
@@ -421,24 +437,121 @@ func FuzzLoadYAML(f *testing.F) {
 	for _, tt := range secretTests {
 		f.Add(tt.yaml)
 	}
+	if ref, err := os.ReadFile(filepath.Join(configsDir, "sudoku.yaml")); err == nil {
+		f.Add(string(ref))
+	} else {
+		f.Error(err)
+	}
 	f.Add("queue:\n  backoff: [null]\n")
 	f.Add("{1: 2, nats: {3: 4}}")
 	f.Add("redis:\n  addrs: a:1,b:2\n")
-	f.Fuzz(func(t *testing.T, yaml string) {
-		path := filepath.Join(t.TempDir(), "sudoku.yaml")
-		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	f.Add("nats:\n  url: nats://alice:pw@n1:4222\n  user: alice\n  password: pw\n")
+	f.Add("queue:\n  max_deliver: 2\n")
+	f.Add("queue:\n  backoff: []\n  ack_wait: 1h2m3.5s\nworker:\n  max_nodes: -9223372036854775808\n")
+	secrets := secretDir(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		text = strings.ReplaceAll(text, "@DIR@", secrets)
+		dir := t.TempDir()
+		path := writeFile(t, dir, "sudoku.yaml", text)
 		c, err := Load(LoadOptions{File: path, Env: mapEnv(nil)})
 		if (c == nil) == (err == nil) {
 			t.Fatalf("Load returned %v and %v", c, err)
 		}
-		if c != nil {
-			if err := c.Validate(); err != nil {
-				t.Fatalf("Load returned a config that does not validate: %v", err)
-			}
+		if err != nil {
+			checkLoadErr(t, err, text, path)
+			return
 		}
+		checkRoundTrip(t, c, dir)
 	})
+}
+
+// checkLoadErr checks Load's error for the file at path holding text.
+func checkLoadErr(t *testing.T, err error, text, path string) {
+	t.Helper()
+	var doc any
+	parseErr := yaml.Unmarshal([]byte(text), &doc)
+	if _, isMap := toMap(doc); parseErr != nil || (doc != nil && !isMap) {
+		// The file as a whole is wrong: no setting to name.
+		if list := errorList(err); len(list) != 0 || !strings.Contains(err.Error(), path) {
+			t.Errorf("for a file that is no YAML mapping, got %d *Errors, want 1 error naming the file: %v", len(list), err)
+		}
+		return
+	}
+	for _, leaf := range leafErrors(err) {
+		e, ok := leaf.(*Error)
+		if !ok {
+			t.Errorf("error %q (%T) is not an *Error", leaf, leaf)
+			continue
+		}
+		known := byKey[e.Key] != nil || sections[e.Key]
+		switch {
+		case e.Key == "":
+			t.Errorf("error names no key: %v", e)
+		case errors.Is(e, ErrUnknownKey) && known:
+			t.Errorf("the known key %s is reported unknown: %v", e.Key, e)
+		case !errors.Is(e, ErrUnknownKey) && !known:
+			t.Errorf("error names %q, which is no key or section: %v", e.Key, e)
+		}
+		if msg := e.Error(); !strings.Contains(msg, e.Key) || !strings.Contains(msg, e.Value) {
+			t.Errorf("message %q does not name key %s and value %s", msg, e.Key, e.Value)
+		}
+		if secretKey(e.Key) && e.Value != "" {
+			t.Errorf("error shows the value of secret %s: %v", e.Key, e)
+		}
+		if e.Source != "" && e.Source != path {
+			t.Errorf("error says it comes from %q; only the file %s and the defaults were read: %v", e.Source, path, e)
+		}
+	}
+}
+
+// leafErrors returns the errors joined in err, each *Error whole.
+func leafErrors(err error) []error {
+	if _, ok := err.(*Error); ok {
+		return []error{err}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var leaves []error
+		for _, e := range j.Unwrap() {
+			leaves = append(leaves, leafErrors(e)...)
+		}
+		return leaves
+	}
+	return []error{err}
+}
+
+// checkRoundTrip writes c out as YAML from Redacted, puts back what
+// Redacted hides (nats.url's user information, and each secret that is
+// set, in place of its *_file key), loads the file from dir and checks
+// that it gives c again.
+func checkRoundTrip(t *testing.T, c *Config, dir string) {
+	t.Helper()
+	m := c.Redacted()
+	set := func(key string, v any) {
+		parts := strings.Split(key, ".")
+		sub := m
+		for _, p := range parts[:len(parts)-1] {
+			sub = sub[p].(map[string]any)
+		}
+		sub[parts[len(parts)-1]] = v
+	}
+	want := *c
+	set("nats.url", c.NATS.URL)
+	for _, f := range fields {
+		if secret := f.get(c).String(); f.secret && secret != "" {
+			set(f.key, secret)
+			set(f.key+"_file", "")
+			byKey[f.key+"_file"].get(&want).SetString("")
+		}
+	}
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatalf("write the configuration as YAML: %v", err)
+	}
+	c2, err := Load(LoadOptions{File: writeFile(t, dir, "again.yaml", string(out)), Env: mapEnv(nil)})
+	if err != nil {
+		t.Fatalf("the loaded configuration, written back out, does not load: %v\n%s", err, out)
+	}
+	equal(t, c2, &want)
 }
 
 // load runs Load on a file holding yamlText (none if empty), the

@@ -87,12 +87,20 @@ var secretTests = []struct {
 	},
 }
 
-func TestSecrets(t *testing.T) {
+// secretDir returns a new folder holding the secret files that
+// secretTests name as @DIR@/nats.pw, redis.pw, token and empty.
+func secretDir(t testing.TB) string {
+	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, dir, "nats.pw", natsPassword+"\n")
 	writeFile(t, dir, "redis.pw", "  "+redisPassword+"\r\n")
 	writeFile(t, dir, "token", serveToken)
 	writeFile(t, dir, "empty", "\n")
+	return dir
+}
+
+func TestSecrets(t *testing.T) {
+	dir := secretDir(t)
 	subst := func(s string) string { return strings.ReplaceAll(s, "@DIR@", dir) }
 
 	for _, tt := range secretTests {
