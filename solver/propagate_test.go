@@ -12,7 +12,6 @@ import (
 // every level, and compares every contradiction it finds with what a full
 // re-run finds.
 func TestPropagateFixpoint(t *testing.T) {
-	var poss [9]uint64
 	levels, dead := 0, 0
 	for _, fx := range fixtures {
 		for pi, g := range fixture(t, fx.file) {
@@ -20,12 +19,12 @@ func TestPropagateFixpoint(t *testing.T) {
 			s.init(&g)
 			for depth := 0; ; depth++ {
 				before := s
-				ok := s.propagate(&poss)
+				ok := s.propagate()
 				// The same position with everything to look at again.
 				full := before
-				full.dirty, full.moved = 1<<27-1, 1<<27-1
+				full.dirty, full.moved, full.tmoved = 1<<27-1, 1<<27-1, 1<<27-1
 				full.prev = [27]uint32{}
-				okFull := full.propagate(&poss)
+				okFull := full.propagate()
 				if ok != okFull {
 					t.Fatalf("%s:%d level %d: propagate says %v, a full re-run %v", fx.file, pi+1, depth, ok, okFull)
 				}
@@ -35,9 +34,9 @@ func TestPropagateFixpoint(t *testing.T) {
 				}
 				levels++
 				again := s
-				again.dirty, again.moved = 1<<27-1, 1<<27-1
+				again.dirty, again.moved, again.tmoved = 1<<27-1, 1<<27-1, 1<<27-1
 				again.prev = [27]uint32{}
-				if !again.propagate(&poss) || again.cand != s.cand || again.unsolved != s.unsolved {
+				if !again.propagate() || again.cand != s.cand || again.unsolved != s.unsolved {
 					t.Fatalf("%s:%d level %d: propagation stopped before its fixpoint:\n%v\nthen\n%v", fx.file, pi+1, depth, s.cand, again.cand)
 				}
 				if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
@@ -45,8 +44,7 @@ func TestPropagateFixpoint(t *testing.T) {
 				}
 				// Go down: the branch the search takes last (the state it
 				// reuses), or the first, in turn.
-				s.propagate(&poss) // leaves the triads of s in poss
-				st, u, d, pat := branchChute(&poss)
+				st, u, d, pat := s.branchChute()
 				var first, last uint32
 				for _, m := range perms {
 					if pat&uint32(m) == uint32(m) {

@@ -166,7 +166,6 @@ type engine struct {
 	err      error // set when the search was cut short
 	solution Grid
 	stack    *[maxDepth]state
-	poss     [9]uint64 // see triads
 }
 
 // state is one position of the search. The candidates are kept per digit
@@ -180,6 +179,9 @@ type state struct {
 	unsolved [3]uint32 // cells whose digit is not yet known, per band
 	dirty    uint32    // bit i: cand[i] may have changed since it was looked at
 	moved    uint32    // bit i: cand[i] changed since stacks last looked at it
+	tmoved   uint32    // bit i: cand[i] changed since triads last looked at it
+	poss     [9]uint64 // per digit, the triads where it is possible (see triads)
+	cert     [9]uint64 // per digit, the triads where it is certain
 }
 
 // init sets up the position of the givens of g.
@@ -190,6 +192,7 @@ func (s *state) init(g *Grid) {
 	}
 	s.dirty = 1<<27 - 1
 	s.moved = 1<<27 - 1
+	s.tmoved = 1<<27 - 1
 	s.unsolved = [3]uint32{0x7ffffff, 0x7ffffff, 0x7ffffff}
 	for i, v := range g {
 		if v != 0 {
@@ -235,7 +238,7 @@ func (s *state) clearBand(b int, m uint32) uint32 {
 
 // propagate applies the constraints until nothing changes. It reports
 // false on a contradiction.
-func (s *state) propagate(poss *[9]uint64) bool {
+func (s *state) propagate() bool {
 	for {
 		if !s.propagateBands() {
 			return false
@@ -257,7 +260,7 @@ func (s *state) propagate(poss *[9]uint64) bool {
 		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
 			return true
 		}
-		placed, ok = s.triads(poss)
+		placed, ok = s.triads()
 		if !ok {
 			return false
 		}
@@ -304,12 +307,15 @@ const (
 // triads applies the triad rules. It reports whether it removed any
 // candidate, and false for ok on a contradiction.
 //
-// It leaves in poss, for each digit, the triads where it is possible, in
-// the layout above: branchChute reads them.
-func (s *state) triads(poss *[9]uint64) (changed, ok bool) {
-	var cert [9]uint64
-	var p1, p2, p4, c1, c2, c4 uint64
-	for d := 0; d < 9; d++ {
+// The marks of a digit depend on its three words only, so they are kept in
+// s.poss and s.cert and worked out again only for the digits whose words
+// changed since (bits of s.tmoved). branchChute reads s.poss too.
+func (s *state) triads() (changed, ok bool) {
+	tm := s.tmoved
+	s.tmoved = 0
+	for tm != 0 {
+		d := bits.TrailingZeros32(tm) / 3
+		tm &^= 7 << (d * 3)
 		x0, x1, x2 := s.cand[d*3], s.cand[d*3+1], s.cand[d*3+2]
 		h := minirowsAt(x0) | minirowsAt(x1)<<1 | minirowsAt(x2)<<2
 		v := columnsOf(x0) | columnsOf(x1)<<9 | columnsOf(x2)<<18
@@ -323,9 +329,12 @@ func (s *state) triads(poss *[9]uint64) (changed, ok bool) {
 		inStack := (v>>1)&(stackFirst|stackSecond) | (v<<2)&stackThird |
 			(v>>2)&stackFirst | (v<<1)&(stackSecond|stackThird)
 		vc := v &^ (inCol & inStack)
-		p := uint64(h) | uint64(v)<<32
-		c := uint64(hc) | uint64(vc)<<32
-		poss[d], cert[d] = p, c
+		s.poss[d] = uint64(h) | uint64(v)<<32
+		s.cert[d] = uint64(hc) | uint64(vc)<<32
+	}
+	var p1, p2, p4, c1, c2, c4 uint64
+	for d := 0; d < 9; d++ {
+		p, c := s.poss[d], s.cert[d]
 		carry := p1 & p
 		p1 ^= p
 		p4 |= p2 & carry
@@ -346,7 +355,7 @@ func (s *state) triads(poss *[9]uint64) (changed, ok bool) {
 	}
 	act := p3 ^ c3
 	for d := 0; d < 9; d++ {
-		news := act & poss[d] &^ cert[d]
+		news := act & s.poss[d] &^ s.cert[d]
 		if news == 0 {
 			continue
 		}
@@ -412,6 +421,7 @@ func (s *state) propagateBands() bool {
 			return false
 		}
 		s.moved |= 1 << i
+		s.tmoved |= 1 << i
 		s.cand[i], s.prev[i] = x, x
 		// Rows of the band that hold exactly one cell.
 		var single uint32
@@ -548,7 +558,7 @@ func (e *engine) search(s *state, depth int) {
 			return
 		}
 	}
-	if !s.propagate(&e.poss) {
+	if !s.propagate() {
 		return
 	}
 	if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
@@ -559,7 +569,7 @@ func (e *engine) search(s *state, depth int) {
 		return
 	}
 	e.guesses++
-	st, u, d, pat := branchChute(&e.poss)
+	st, u, d, pat := s.branchChute()
 	var configs [6]uint32
 	n := 0
 	for _, m := range perms {
@@ -620,7 +630,8 @@ func (s *state) keepConfig(st bool, u, d int, m uint32) {
 // and minicolumn cross), so a position that is not solved always has a
 // chute to branch on. Every level of the search fixes one more digit in
 // one more chute, so the search is at most 54 levels deep.
-func branchChute(poss *[9]uint64) (st bool, u, d int, pat uint32) {
+func (s *state) branchChute() (st bool, u, d int, pat uint32) {
+	poss := &s.poss
 	var tot [6]uint32
 	for _, t := range poss {
 		h, v := uint32(t), uint32(t>>32)
