@@ -22,7 +22,7 @@ func TestPropagateFixpoint(t *testing.T) {
 				ok := s.propagate()
 				// The same position with everything to look at again.
 				full := before
-				full.dirty, full.moved, full.tmoved = 1<<27-1, 1<<27-1, 1<<27-1
+				full.dirty, full.moved, full.tmoved, full.nmoved = 1<<27-1, 1<<27-1, 1<<27-1, 1<<27-1
 				full.prev = [27]uint32{}
 				okFull := full.propagate()
 				if ok != okFull {
@@ -34,7 +34,7 @@ func TestPropagateFixpoint(t *testing.T) {
 				}
 				levels++
 				again := s
-				again.dirty, again.moved, again.tmoved = 1<<27-1, 1<<27-1, 1<<27-1
+				again.dirty, again.moved, again.tmoved, again.nmoved = 1<<27-1, 1<<27-1, 1<<27-1, 1<<27-1
 				again.prev = [27]uint32{}
 				if !again.propagate() || again.cand != s.cand || again.unsolved != s.unsolved {
 					t.Fatalf("%s:%d level %d: propagation stopped before its fixpoint:\n%v\nthen\n%v", fx.file, pi+1, depth, s.cand, again.cand)

@@ -180,6 +180,7 @@ type state struct {
 	dirty    uint32    // bit i: cand[i] may have changed since it was looked at
 	moved    uint32    // bit i: cand[i] changed since stacks last looked at it
 	tmoved   uint32    // bit i: cand[i] changed since triads last looked at it
+	nmoved   uint32    // bit i: cand[i] changed since nakedSingles last looked at it
 	poss     [9]uint64 // per digit, the triads where it is possible (see triads)
 	cert     [9]uint64 // per digit, the triads where it is certain
 }
@@ -193,6 +194,7 @@ func (s *state) init(g *Grid) {
 	s.dirty = 1<<27 - 1
 	s.moved = 1<<27 - 1
 	s.tmoved = 1<<27 - 1
+	s.nmoved = 1<<27 - 1
 	s.unsolved = [3]uint32{0x7ffffff, 0x7ffffff, 0x7ffffff}
 	for i, v := range g {
 		if v != 0 {
@@ -422,6 +424,7 @@ func (s *state) propagateBands() bool {
 		}
 		s.moved |= 1 << i
 		s.tmoved |= 1 << i
+		s.nmoved |= 1 << i
 		s.cand[i], s.prev[i] = x, x
 		// Rows of the band that hold exactly one cell.
 		var single uint32
@@ -468,17 +471,23 @@ const bandWords = 0x1249249
 // nakedSingles places every unsolved cell that has one candidate left. It
 // reports whether it placed any, and false for ok on a contradiction (a
 // cell with no candidate).
+//
+// Only the bands where a word changed since it last looked (bits of
+// s.nmoved) are looked at again.
 func (s *state) nakedSingles() (placed, ok bool) {
+	nm := s.nmoved
+	s.nmoved = 0
 	for b := 0; b < 3; b++ {
 		u := s.unsolved[b]
-		if u == 0 {
+		if u == 0 || nm&(bandWords<<b) == 0 {
 			continue
 		}
 		// Count candidates per cell, saturating at two: bit-sliced addition
 		// over the nine digit words.
-		var one, two uint32
-		for d := b; d < 27; d += 3 {
-			x := s.cand[d]
+		w := (*[25]uint32)(s.cand[b:])
+		one, two := w[0], uint32(0)
+		for d := 3; d < 25; d += 3 {
+			x := w[d]
 			two |= one & x
 			one |= x
 		}
@@ -508,9 +517,15 @@ func (s *state) nakedSingles() (placed, ok bool) {
 
 // stacks applies, for each digit, the rule of bandMask to the three boxes
 // of each stack (a column of boxes): in a stack the digit sits once in each
-// band and once in each column. This gives locked candidates between boxes
-// and columns, and hidden singles in columns. It reports whether it removed
-// any candidate, and false for ok on a contradiction.
+// band and once in each column, so of its minicolumns (the 3x3 matrix of
+// bands and columns) only those on a permutation can hold it. This gives
+// locked candidates between boxes and columns, and hidden singles in
+// columns. It reports whether it removed any candidate, and false for ok
+// on a contradiction.
+//
+// The rule is worked out with shifts for the three stacks at once: a mark
+// at band b, column j of a stack stays when bands b+1 and b+2 have marks at
+// columns j+1 and j+2 or at j+2 and j+1 (all modulo 3).
 //
 // Only the digits whose words changed since it last looked at them (bits
 // of s.moved) are looked at again.
@@ -521,26 +536,38 @@ func (s *state) stacks() (changed, ok bool) {
 		d := bits.TrailingZeros32(moved) / 3 * 3
 		moved &^= 7 << d
 		x0, x1, x2 := s.cand[d], s.cand[d+1], s.cand[d+2]
-		c0, c1, c2 := columnsOf(x0), columnsOf(x1), columnsOf(x2)
-		var k0, k1, k2 uint32
-		for sh := uint32(0); sh < 9; sh += 3 {
-			a := uint32(permKeep[c0>>sh&7|(c1>>sh&7)<<3|(c2>>sh&7)<<6])
-			if a == 0 {
-				return false, false
-			}
-			k0 |= (a & 7) << sh
-			k1 |= (a >> 3 & 7) << sh
-			k2 |= (a >> 6) << sh
+		v := columnsOf(x0) | columnsOf(x1)<<9 | columnsOf(x2)<<18
+		// The same marks one band and two bands on, then each with the
+		// columns of the stack turned by one and by two: a mark stays if
+		// the two other bands can take the two other columns.
+		r1 := (v>>9 | v<<18) & all27
+		r2 := (v>>18 | v<<9) & all27
+		keep := v & (nextCol(r1)&prevCol(r2) | prevCol(r1)&nextCol(r2))
+		if keep == v {
+			continue
 		}
-		if k0 != c0 || k1 != c1 || k2 != c2 {
-			s.cand[d] = x0 & colsMask(k0)
-			s.cand[d+1] = x1 & colsMask(k1)
-			s.cand[d+2] = x2 & colsMask(k2)
-			s.dirty |= 7 << d
-			changed = true
+		if f := columnsOf(keep); (f|f>>1|f>>2)&0x49 != 0x49 {
+			return false, false // a stack where the digit has no place left
 		}
+		s.cand[d] = x0 & colsMask(keep&0x1ff)
+		s.cand[d+1] = x1 & colsMask(keep>>9&0x1ff)
+		s.cand[d+2] = x2 & colsMask(keep>>18)
+		s.dirty |= 7 << d
+		changed = true
 	}
 	return changed, true
+}
+
+// nextCol moves each minicolumn mark (bit 9b+c, as triads lays them out)
+// to the column before it in its stack, turning around: at column c it
+// gives the mark of the next column of the stack.
+func nextCol(y uint32) uint32 {
+	return (y>>1)&(stackFirst|stackSecond) | (y<<2)&stackThird
+}
+
+// prevCol is like nextCol, giving the mark of the column two on.
+func prevCol(y uint32) uint32 {
+	return (y>>2)&stackFirst | (y<<1)&(stackSecond|stackThird)
 }
 
 // search propagates s and, if it is neither solved nor contradictory,
