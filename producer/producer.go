@@ -1,41 +1,25 @@
 // Package producer is the submitting side of sudoku-queue: it reads a file
 // of puzzles, validates each line, answers what it can from the cache,
-// de-duplicates, publishes the rest in batches to JetStream and records the
-// job; then it can wait for the job and write its results in input order.
+// spots repeats, records the job and its manifests in JetStream and
+// publishes its batches; then Follow reads the job's results back from
+// JetStream in input order, whoever submitted it and however often.
 package producer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"log/slog"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
-
-// Store is the result store and job record a producer uses: *cache.Redis or
-// *cache.Memory.
-type Store interface {
-	Get(ctx context.Context, keys []string) ([]*result.Result, error)
-	Put(ctx context.Context, rs []result.Result) error
-	CreateJob(ctx context.Context, id string, created time.Time) error
-	AddToJob(ctx context.Context, id string, d cache.JobDelta) error
-	SealJob(ctx context.Context, id string) (finished bool, err error)
-	Job(ctx context.Context, id string) (cache.Job, error)
-	Order(ctx context.Context, id string, from, n int64) ([]cache.OrderEntry, error)
-}
 
 // Options tune Submit. The zero value works.
 type Options struct {
@@ -48,40 +32,47 @@ type Options struct {
 	Force bool
 	// FirstSolution asks the workers to stop at the first solution.
 	FirstSolution bool
-	// Progress, if set, is called after each chunk of input with the lines
-	// read so far.
+	// Progress, if set, is called after each group of batches is
+	// published, with the lines read so far.
 	Progress func(lines int)
+	// Logger receives the producer's warnings (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Producer submits jobs. It is safe for concurrent use.
 type Producer struct {
-	js    jetstream.JetStream
-	q     queue.Options
-	store Store
+	q     *queue.Queue
+	jobs  *job.Store
+	cache *cache.Guard
 	opts  Options
 }
 
-// New returns a producer publishing to the queue described by q (set up
-// with queue.Setup) through js, recording jobs in store.
-func New(js jetstream.JetStream, q queue.Options, store Store, opts Options) *Producer {
+// New returns a producer publishing to q, looking puzzles up in the cache
+// c (nil for none).
+func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 256
 	}
+	opts.BatchSize = min(opts.BatchSize, job.MaxBatch)
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 1 << 20
 	}
-	return &Producer{js: js, q: q, store: store, opts: opts}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if c == nil {
+		c = cache.NewGuard(nil, cache.GuardOptions{})
+	}
+	return &Producer{q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts}
 }
 
 // Submitted describes a job just submitted.
 type Submitted struct {
 	ID string
 	// Lines is the number of puzzle lines read; Invalid, Cached and
-	// Repeated of them needed no worker; Queued distinct puzzles went to
-	// the workers in Batches messages.
+	// Repeated of them needed no worker; Queued went to the workers in
+	// Batches messages (counting those the producer answered itself).
 	Lines, Invalid, Cached, Repeated, Queued, Batches int64
-	// Finished is true when nothing needed a worker.
-	Finished bool
 	// InvalidLines are the first invalid lines' results, to report.
 	InvalidLines []result.Result
 }
@@ -89,147 +80,284 @@ type Submitted struct {
 // maxReported bounds Submitted.InvalidLines.
 const maxReported = 100
 
-// chunkLines is how many input lines are read, looked up and recorded
-// together: one cache round trip and one job update per chunk.
-const chunkLines = 4096
+// ErrSubmit is matched by the errors of a submission that stopped before
+// every batch was published; its job is marked failed.
+var ErrSubmit = errors.New("submission stopped")
 
-// NewJobID returns a new job id: sortable by time (milliseconds, base32)
-// and unique (80 random bits).
-func NewJobID() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
-	_, _ = rand.Read(b[6:])
-	return strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+// Submit reads every puzzle of in, records a job and publishes its
+// batches. Memory stays bounded whatever the input's size: one group of
+// batches, the publish window, and the repeat window. When it fails or ctx
+// ends mid-way, the job is marked failed (it will never finish) and the
+// error matches ErrSubmit.
+func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, error) {
+	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
+	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
+		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize}}
+	var err error
+	if s.rev, err = p.jobs.Create(ctx, &s.rec); err != nil {
+		return s.sub, fmt.Errorf("create the job record: %w", err)
+	}
+	if err := s.run(ctx, in); err != nil {
+		s.fail(err)
+		return s.sub, fmt.Errorf("job %s: %w: %w", s.sub.ID, ErrSubmit, err)
+	}
+	return s.sub, nil
 }
 
-// Submit reads every line of in, records a job and publishes its batches.
-// Memory use is bounded by the de-duplication set (32 bytes per distinct
-// puzzle) and the publish window, whatever the input size. When ctx ends
-// mid-way, the job is left unsealed (never reported finished) and the
-// error says so.
-func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, error) {
-	sub := Submitted{ID: NewJobID()}
-	if err := p.store.CreateJob(ctx, sub.ID, time.Now()); err != nil {
-		return sub, fmt.Errorf("producer: %w", err)
-	}
-	pub := newPublisher(p, sub.ID)
-	seen := make(map[[32]byte]struct{})
-	var (
-		lines   []cache.OrderEntry
-		invalid []result.Result
-		fresh   []string // distinct keys new to this job, to look up
-		puzzles = map[string]string{}
-	)
-	flush := func() error {
-		d := cache.JobDelta{Lines: lines, Counts: map[result.Status]int64{}}
-		if len(invalid) > 0 {
-			d.Counts[result.StatusInvalid] = int64(len(invalid))
-		}
-		var hits []*result.Result
-		if !p.opts.Force && len(fresh) > 0 {
-			var err error
-			if hits, err = p.store.Get(ctx, fresh); err != nil {
-				return fmt.Errorf("producer: cache lookup: %w", err)
-			}
-		}
-		var todo []string
-		for i, k := range fresh {
-			// A cached gave_up is no answer, only a search that ran out of
-			// its budget: solve it again (perhaps with a larger one).
-			if hits != nil && hits[i] != nil && hits[i].Status != result.StatusGaveUp {
-				d.Counts[hits[i].Status]++
-				sub.Cached++
-				continue
-			}
-			todo = append(todo, puzzles[k])
-		}
-		sub.Queued += int64(len(todo))
-		d.Queued = int64(len(todo))
-		batches := pub.plan(todo)
-		d.Batches = int64(len(batches))
-		if err := p.store.Put(ctx, invalid); err != nil {
-			return fmt.Errorf("producer: store invalid results: %w", err)
-		}
-		// The job record learns of the batches before any can complete.
-		if err := p.store.AddToJob(ctx, sub.ID, d); err != nil {
-			return fmt.Errorf("producer: %w", err)
-		}
-		for i := range batches {
-			if err := pub.publish(ctx, &batches[i]); err != nil {
-				return err
-			}
-		}
-		sub.Batches += int64(len(batches))
-		lines, invalid, fresh = lines[:0], invalid[:0], fresh[:0]
-		clear(puzzles)
-		if p.opts.Progress != nil {
-			p.opts.Progress(int(sub.Lines))
-		}
-		return nil
-	}
+// submission is one Submit in progress.
+type submission struct {
+	p   *Producer
+	sub Submitted
+	rec job.Record
+	rev uint64
+	pub *publisher
+
+	group   []job.Batch // batches read, not yet published
+	batch   job.Batch   // the batch being filled
+	size    int         // its encoded size, about
+	next    uint64      // the next batch's index
+	item    uint64      // the next item's index
+	repeats repeatWindow
+	keys    []job.Key // the keys of the group's Solve items, in order
+}
+
+// lookups reports whether the producer looks puzzles up in the cache.
+func (s *submission) lookups() bool { return !s.p.opts.Force && s.p.cache.Enabled() }
+
+func (s *submission) run(ctx context.Context, in *input.Reader) error {
+	s.batch = s.newBatch()
 	for {
 		it, err := in.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return sub, fmt.Errorf("producer: read: %w", err)
+			return fmt.Errorf("read: %w", err)
 		}
-		sub.Lines++
-		var key string
-		perr := it.Err // a line too long to read
-		if perr == nil {
-			var grid solver.Grid
-			if grid, perr = solver.Parse(it.Text); perr == nil {
-				key = grid.Key()
-				var k [32]byte
-				_, _ = hex.Decode(k[:], []byte(key))
-				if _, dup := seen[k]; dup {
-					sub.Repeated++
-				} else {
-					seen[k] = struct{}{}
-					fresh = append(fresh, key)
-					puzzles[key] = string(queue.PackGrid(nil, &grid))
-				}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted after %d lines: %w", s.sub.Lines, err)
+		}
+		s.add(it)
+		if len(s.group) >= job.ManifestSpan {
+			if err := s.flush(ctx); err != nil {
+				return err
 			}
 		}
-		if perr != nil {
-			r := result.Invalid(it.Line, it.Text, perr)
-			// A line too long to read keeps only its first bytes in Text:
-			// its error, which gives its length, goes into its key too, or
-			// two long lines that start alike would share one result.
-			raw := r.Puzzle
-			if it.Err != nil {
-				raw += "\x00" + r.Error
-			}
-			r.Key = cache.InputKey(raw)
-			key = r.Key
-			sub.Invalid++
-			if len(sub.InvalidLines) < maxReported {
-				sub.InvalidLines = append(sub.InvalidLines, r)
-			}
-			invalid = append(invalid, r)
-		}
-		lines = append(lines, cache.OrderEntry{Line: it.Line, Key: key})
-		if len(lines) >= chunkLines {
-			if err := flush(); err != nil {
-				return sub, err
-			}
-		}
-		if ctx.Err() != nil {
-			return sub, fmt.Errorf("producer: job %s interrupted after %d lines: %w", sub.ID, sub.Lines, ctx.Err())
-		}
 	}
-	if err := flush(); err != nil {
-		return sub, err
+	s.closeBatch()
+	if err := s.flush(ctx); err != nil {
+		return err
 	}
-	if err := pub.wait(ctx); err != nil {
-		return sub, err
+	if err := s.pub.wait(ctx); err != nil {
+		return err
 	}
-	fin, err := p.store.SealJob(ctx, sub.ID)
-	if err != nil {
-		return sub, fmt.Errorf("producer: %w", err)
+	s.rec.State = job.Published
+	if err := s.update(ctx); err != nil {
+		return err
 	}
-	sub.Finished = fin
-	return sub, nil
+	return nil
 }
+
+func (s *submission) newBatch() job.Batch {
+	b := job.Batch{Job: s.sub.ID, Index: s.next, First: s.item}
+	if s.p.opts.FirstSolution {
+		b.Flags |= job.FlagFirstSolution
+	}
+	return b
+}
+
+// itemOverhead bounds an item's encoding beyond its text: line delta,
+// kind, status, guesses, two lengths.
+const itemOverhead = 32
+
+// add classifies one input item and adds it to the current batch.
+func (s *submission) add(in input.Item) {
+	s.sub.Lines++
+	it := job.Item{Line: in.Line}
+	size := itemOverhead + job.PackedLen
+	perr := in.Err // a line too long to read
+	var g solver.Grid
+	if perr == nil {
+		g, perr = solver.Parse(in.Text)
+	}
+	if perr != nil {
+		r := result.Invalid(in.Line, in.Text, perr)
+		it.Kind, it.Outcome = job.Known, job.Outcome{Status: result.StatusInvalid, Text: r.Puzzle, Error: r.Error}
+		size = itemOverhead + len(it.Outcome.Text) + len(it.Outcome.Error)
+		s.sub.Invalid++
+		if len(s.sub.InvalidLines) < maxReported {
+			s.sub.InvalidLines = append(s.sub.InvalidLines, r)
+		}
+	} else {
+		key := job.KeyOf(&g)
+		if back, ok := s.repeats.find(key, s.item); ok {
+			it.Kind, it.Back = job.Repeat, back
+			s.sub.Repeated++
+		} else {
+			s.repeats.add(key, s.item)
+			it.Kind, it.Grid = job.Solve, g
+			if s.lookups() {
+				s.keys = append(s.keys, key)
+			}
+		}
+	}
+	if len(s.batch.Items) > 0 && s.size+size > s.p.opts.MaxMessageBytes-256 {
+		s.closeBatch()
+	}
+	s.batch.Items = append(s.batch.Items, it)
+	s.size += size
+	s.item++
+	if len(s.batch.Items) >= s.p.opts.BatchSize {
+		s.closeBatch()
+	}
+}
+
+// closeBatch moves the current batch, if it has items, to the group.
+func (s *submission) closeBatch() {
+	if len(s.batch.Items) == 0 {
+		return
+	}
+	s.group = append(s.group, s.batch)
+	s.next++
+	s.batch, s.size = s.newBatch(), 0
+}
+
+// flush answers what the cache knows of the group's puzzles, stores the
+// group's manifest, publishes its batches and updates the job record.
+func (s *submission) flush(ctx context.Context) error {
+	if len(s.group) == 0 {
+		return nil
+	}
+	checked := s.lookup(ctx)
+	m := job.Manifest{Chunk: job.ManifestChunk(s.group[0].Index)}
+	for i := range s.group {
+		m.Digests = append(m.Digests, s.group[i].ComputeDigest())
+	}
+	// The manifest is stored before any of its batches is published: a
+	// worker that finds none for a batch knows it is not the producer's.
+	if err := s.p.jobs.PutManifest(ctx, s.sub.ID, &m); err != nil {
+		return err
+	}
+	for i := range s.group {
+		b := &s.group[i]
+		solve := 0
+		for j := range b.Items {
+			if b.Items[j].Kind == job.Solve {
+				solve++
+			}
+		}
+		var err error
+		if solve == 0 {
+			// Nothing for a worker: the producer stores the results itself.
+			b.Digest = m.Digests[i]
+			err = s.pub.results(ctx, b)
+		} else {
+			if checked {
+				b.Flags |= job.FlagCacheChecked
+			}
+			err = s.pub.work(ctx, b)
+		}
+		if err != nil {
+			return err
+		}
+		s.sub.Queued += int64(solve)
+		s.sub.Batches++
+	}
+	s.group = s.group[:0]
+	if err := s.update(ctx); err != nil {
+		return err
+	}
+	if s.p.opts.Progress != nil {
+		s.p.opts.Progress(int(s.sub.Lines))
+	}
+	return nil
+}
+
+// lookup replaces the Solve items of the group found in the cache with
+// their outcomes, and reports whether the cache was looked up.
+func (s *submission) lookup(ctx context.Context) bool {
+	if !s.lookups() {
+		return false
+	}
+	keys := s.keys
+	s.keys = s.keys[:0]
+	var items []*job.Item
+	for i := range s.group {
+		for j := range s.group[i].Items {
+			if it := &s.group[i].Items[j]; it.Kind == job.Solve {
+				items = append(items, it)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return true
+	}
+	hits, ok := s.p.cache.Lookup(ctx, keys)
+	for i, h := range hits {
+		if h != nil && h.Answers(s.p.opts.FirstSolution) && h.Puzzle == items[i].Grid {
+			items[i].Kind, items[i].Outcome = job.Known, *h
+			items[i].Outcome.Cached = true
+			s.sub.Cached++
+		}
+	}
+	return ok
+}
+
+// update stores the job record with the counts so far.
+func (s *submission) update(ctx context.Context) error {
+	r := &s.rec
+	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
+	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
+	rev, err := s.p.jobs.Update(ctx, r, s.rev)
+	if errors.Is(err, job.ErrConflict) {
+		return fmt.Errorf("the job record was changed or removed by someone else: %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	s.rev = rev
+	return nil
+}
+
+// fail marks the job failed, so that nobody waits for it for ever.
+func (s *submission) fail(cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.pub.abandon()
+	s.rec.State, s.rec.Error = job.Failed, cause.Error()
+	if err := s.update(ctx); err != nil {
+		s.p.opts.Logger.Error("producer: cannot mark the job failed", "job", s.sub.ID, "err", err)
+	}
+}
+
+// repeatWindow finds repeats among the last job.RepeatWindow items: a map
+// from key to item index, and a ring of the keys added, to forget each
+// when it falls out of the window.
+type repeatWindow struct {
+	at   map[job.Key]uint64
+	ring []job.Key
+	idx  []uint64 // item index + 1 of each slot's key; 0 for none
+}
+
+func (w *repeatWindow) find(key job.Key, item uint64) (back uint64, ok bool) {
+	i, ok := w.at[key]
+	if !ok || item-i > job.RepeatWindow {
+		return 0, false
+	}
+	return item - i, true
+}
+
+func (w *repeatWindow) add(key job.Key, item uint64) {
+	if w.at == nil {
+		w.at = make(map[job.Key]uint64, 1024)
+		w.ring = make([]job.Key, job.RepeatWindow)
+		w.idx = make([]uint64, job.RepeatWindow)
+	}
+	slot := item % job.RepeatWindow
+	if w.idx[slot] != 0 && w.at[w.ring[slot]] == w.idx[slot]-1 {
+		delete(w.at, w.ring[slot])
+	}
+	w.ring[slot], w.idx[slot] = key, item+1 // idx 0: an empty slot
+	w.at[key] = item
+}
+

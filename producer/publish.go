@@ -2,91 +2,73 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
-// publisher publishes one job's batches asynchronously, with a bounded
-// number of acks outstanding, and republishes a batch whose publish failed
-// (the Nats-Msg-Id makes a repeat harmless).
+// publisher publishes one job's messages asynchronously, with a bounded
+// number of acks outstanding, and republishes a message whose publish
+// failed: a work batch's Nats-Msg-Id, and a results batch's expected last
+// subject sequence, make a repeat harmless.
 type publisher struct {
-	p        *Producer
-	jobID    string
-	next     uint64 // next batch index
-	nextItem uint64 // next item index: the distinct puzzles queued, in order
-	pending  []inflight
+	p       *Producer
+	pending []inflight
 }
 
 type inflight struct {
-	msg    *nats.Msg
-	future jetstream.PubAckFuture
+	msg     *nats.Msg
+	results bool // a results batch: "wrong last sequence" means stored already
+	future  jetstream.PubAckFuture
 }
 
 // maxInflight bounds the publishes awaiting their ack.
 const maxInflight = 256
 
-// publishRetries bounds the attempts at one batch.
+// publishRetries bounds the attempts at one message.
 const publishRetries = 5
 
-func newPublisher(p *Producer, jobID string) *publisher { return &publisher{p: p, jobID: jobID} }
+func newPublisher(p *Producer) *publisher { return &publisher{p: p} }
 
-// plan cuts puzzles (packed grids) into batches of at most BatchSize
-// puzzles and MaxMessageBytes bytes, numbering them.
-func (pb *publisher) plan(puzzles []string) []queue.Batch {
-	var out []queue.Batch
-	flags := queue.FlagPacked
-	if !pb.p.opts.Force {
-		flags |= queue.FlagCacheChecked
-	}
-	if pb.p.opts.FirstSolution {
-		flags |= queue.FlagFirstSolution
-	}
-	// Room for the header, and per puzzle its varints and text.
-	const header = 1 + 10 + 1 + queue.MaxJobID + 10 + 10
-	for len(puzzles) > 0 {
-		b := queue.Batch{JobID: pb.jobID, Index: pb.next, Flags: flags}
-		size := header
-		for len(puzzles) > 0 && len(b.Items) < pb.p.opts.BatchSize {
-			n := 20 + len(puzzles[0])
-			if len(b.Items) > 0 && size+n > pb.p.opts.MaxMessageBytes {
-				break
-			}
-			size += n
-			b.Items = append(b.Items, queue.Item{Index: pb.nextItem, Puzzle: puzzles[0]})
-			pb.nextItem++
-			puzzles = puzzles[1:]
-		}
-		pb.next++
-		out = append(out, b)
-	}
-	return out
+// work publishes a work batch.
+func (pb *publisher) work(ctx context.Context, b *job.Batch) error {
+	return pb.publish(ctx, inflight{msg: pb.p.q.Opts.WorkMsg(b)})
 }
 
-// publish sends b without waiting for its ack, first waiting for the
+// results publishes a results batch (every item known already).
+func (pb *publisher) results(ctx context.Context, b *job.Batch) error {
+	return pb.publish(ctx, inflight{msg: pb.p.q.Opts.ResultsMsg(b), results: true})
+}
+
+func (pb *publisher) opts(f inflight) []jetstream.PublishOpt {
+	if f.results {
+		return []jetstream.PublishOpt{queue.ExpectResults()}
+	}
+	return nil
+}
+
+// publish sends f.msg without waiting for its ack, first waiting for the
 // oldest acks when too many are outstanding.
-func (pb *publisher) publish(ctx context.Context, b *queue.Batch) error {
-	m := nats.NewMsg(pb.p.q.BulkSubject())
-	m.Data = b.Append(nil)
-	m.Header.Set(nats.MsgIdHdr, b.MsgID())
+func (pb *publisher) publish(ctx context.Context, f inflight) error {
 	for len(pb.pending) >= maxInflight {
 		if err := pb.settle(ctx, pb.pending[0]); err != nil {
 			return err
 		}
 		pb.pending = pb.pending[1:]
 	}
-	f, err := pb.p.js.PublishMsgAsync(m)
+	fut, err := pb.p.q.JS.PublishMsgAsync(f.msg, pb.opts(f)...)
 	if err != nil {
 		// Too many pending in the client, or disconnected: fall back to a
 		// synchronous publish with retries.
-		return pb.publishSync(ctx, m)
+		return pb.publishSync(ctx, f)
 	}
-	pb.pending = append(pb.pending, inflight{m, f})
+	f.future = fut
+	pb.pending = append(pb.pending, f)
 	return nil
 }
 
@@ -96,33 +78,40 @@ func (pb *publisher) settle(ctx context.Context, f inflight) error {
 	case <-f.future.Ok():
 		return nil
 	case err := <-f.future.Err():
-		if errors.Is(err, context.Canceled) {
-			return err
+		if f.results && queue.IsWrongLastSequence(err) {
+			return nil
 		}
-		return pb.publishSync(ctx, f.msg)
+		return pb.publishSync(ctx, f)
 	case <-ctx.Done():
-		return fmt.Errorf("producer: publish: %w", ctx.Err())
+		return fmt.Errorf("publish: %w", ctx.Err())
 	case <-time.After(30 * time.Second):
-		return pb.publishSync(ctx, f.msg)
+		return pb.publishSync(ctx, f)
 	}
 }
 
-// publishSync publishes m, retrying with backoff.
-func (pb *publisher) publishSync(ctx context.Context, m *nats.Msg) error {
+// publishSync publishes f.msg, retrying with backoff.
+func (pb *publisher) publishSync(ctx context.Context, f inflight) error {
 	var err error
 	delay := 100 * time.Millisecond
 	for attempt := 0; attempt < publishRetries; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = pb.p.js.PublishMsg(pctx, m)
+		_, err = pb.p.q.JS.PublishMsg(pctx, f.msg, pb.opts(f)...)
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || (f.results && queue.IsWrongLastSequence(err)) {
+			err = nil
 			break
 		}
-		time.Sleep(delay)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
 		delay *= 2
 	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		return fmt.Errorf("producer: publish batch %s: %w", m.Header.Get(nats.MsgIdHdr), err)
+		return fmt.Errorf("publish to %s: %w", f.msg.Subject, err)
 	}
 	return nil
 }
@@ -137,3 +126,6 @@ func (pb *publisher) wait(ctx context.Context) error {
 	pb.pending = nil
 	return nil
 }
+
+// abandon forgets the outstanding publishes.
+func (pb *publisher) abandon() { pb.pending = nil }

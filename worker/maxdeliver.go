@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
 // A message whose every delivery ends without an ack, a nak or a term (its
@@ -74,16 +76,7 @@ func (w *Worker) maxDelivered(data []byte) {
 		return
 	}
 	cause := fmt.Errorf("delivered %d times without an answer: every worker that held it died or timed out", adv.Deliveries)
-	dl := nats.NewMsg(w.q.Opts.DLQSubject("max_deliver"))
-	dl.Data = raw.Data
-	dl.Header.Set("Sudoku-Dlq-Reason", "max_deliver")
-	dl.Header.Set("Sudoku-Dlq-Error", cause.Error())
-	dl.Header.Set("Sudoku-Dlq-Subject", raw.Subject)
-	dl.Header.Set("Sudoku-Dlq-Deliveries", strconv.FormatUint(adv.Deliveries, 10))
-	dl.Header.Set("Sudoku-Dlq-Time", time.Now().UTC().Format(time.RFC3339Nano))
-	if id := raw.Header.Get(nats.MsgIdHdr); id != "" {
-		dl.Header.Set("Sudoku-Dlq-Msg-Id", id)
-	}
+	dl := w.q.Opts.DeadLetterMsg(raw.Subject, raw.Header, raw.Data, queue.ReasonMaxDeliver, cause, adv.Deliveries)
 	// The copy's own id makes a second advisory for the same message (none
 	// is expected) harmless.
 	dl.Header.Set(nats.MsgIdHdr, adv.Stream+"."+strconv.FormatUint(adv.StreamSeq, 10)+".max_deliver")
@@ -95,6 +88,6 @@ func (w *Worker) maxDelivered(data []byte) {
 		fail("delete", err)
 		return
 	}
-	w.log.Warn("worker: message moved to the dead-letter stream", "reason", "max_deliver", "err", cause,
+	w.log.Warn("worker: message moved to the dead-letter stream", "reason", queue.ReasonMaxDeliver, "err", cause,
 		"subject", raw.Subject, "deliveries", adv.Deliveries, "dlq", w.q.Opts.DLQStream)
 }

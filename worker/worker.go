@@ -1,22 +1,26 @@
-// Package worker is the consuming side of sudoku-queue: it pulls batches of
-// puzzles from the JetStream consumers, answers each puzzle from the cache
-// or by solving it, stores the results, publishes completion events and
-// only then acks the message.
+// Package worker is the consuming side of sudoku-queue: it pulls batches
+// of puzzles from the work stream, checks each against its job's manifest,
+// answers each puzzle from the cache or by solving it, publishes the
+// batch's results to the results stream and only then acks the batch. It
+// also answers single puzzles on the NATS micro service's solve endpoint,
+// ahead of any bulk work.
 //
 // A message's fate follows the asynq model: success -> Ack; a permanent
-// failure (a body that does not decode) -> copy to the dead-letter stream
-// and Term; a transient failure (Redis down) -> NakWithDelay, growing with
-// each delivery, and dead-letter on the last delivery.
+// failure (a body that does not decode, a batch its job does not list) ->
+// copy to the dead-letter stream with the reason, then Term; a transient
+// failure (JetStream unavailable) -> NakWithDelay, growing with each
+// delivery, and dead-letter on the last one. The cache is best-effort: a
+// cache that is down, full or flushed only makes the worker solve more.
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,30 +29,32 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
-// Store is the result store a worker writes to: *cache.Redis or
-// *cache.Memory.
-type Store interface {
-	Get(ctx context.Context, keys []string) ([]*result.Result, error)
-	CompleteBatch(ctx context.Context, jobID string, index uint64, rs []result.Result) (finished bool, err error)
-	Ping(ctx context.Context) error
-}
-
 // Observer receives what a worker did, for metrics. Its methods are called
 // from many goroutines and must be safe for concurrent use.
 type Observer interface {
-	// Batch is called once per message handled, with its outcome.
+	// Batch is called once per message handled (and per single puzzle
+	// answered on the solve endpoint), with its outcome.
 	Batch(s *BatchStats)
 }
+
+// The outcomes of a message, as in BatchStats.Outcome.
+const (
+	OutcomeAcked      = "acked"
+	OutcomeNak        = "nak"
+	OutcomeDeadLetter = "dead_letter"
+	OutcomeAbandoned  = "abandoned"
+)
 
 // BatchStats describes one handled message.
 type BatchStats struct {
 	Interactive bool
-	Outcome     string // "acked", "nak", "dead_letter", "abandoned"
+	Outcome     string // one of the Outcome constants
 	Redelivered bool   // delivered more than once
 	Puzzles     int
 	CacheHits   int
@@ -60,10 +66,10 @@ type BatchStats struct {
 
 // Options tune a Worker. The zero value works.
 type Options struct {
-	// Concurrency is the number of batches handled at once (default
-	// GOMAXPROCS). One more goroutine serves interactive requests.
+	// Concurrency is the number of batches solved at once (default
+	// GOMAXPROCS). One more goroutine serves the solve endpoint.
 	Concurrency int
-	// Fetch is how many messages each consumer requests ahead (default
+	// Fetch is how many messages the worker requests ahead (default
 	// 4 x Concurrency): enough to keep every core busy while batches wait
 	// for their round trips, few enough that no worker hoards messages
 	// that then time out.
@@ -81,6 +87,14 @@ type Options struct {
 	// for the batches in work; those still running then are abandoned
 	// unacked and redelivered (default 30s).
 	ShutdownTimeout time.Duration
+	// Version is the version the micro service reports (default
+	// "0.0.0").
+	Version string
+	// NoService skips the NATS micro service (and so the solve endpoint).
+	NoService bool
+	// Endpoints are more endpoints for the micro service (see
+	// internal/service), added after solve.
+	Endpoints []Endpoint
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Observer receives per-batch statistics (optional).
@@ -92,24 +106,25 @@ type Options struct {
 type Worker struct {
 	nc    *nats.Conn
 	q     *queue.Queue
-	store Store
+	jobs  *job.Store
+	cache *cache.Guard
 	opts  Options
 	log   *slog.Logger
+	mf    manifestCache
 
 	commits    chan struct{}  // a token per batch waiting for its round trips
 	committing sync.WaitGroup // batches being committed
 
-	storeDown atomic.Bool // the store failed last time; log once per outage
-	pingMu    sync.Mutex  // one goroutine at a time probes a store that is down
-	inFlight  atomic.Int64
+	inFlight atomic.Int64
+	solves   chan *solveRequest // requests of the solve endpoint
 
 	// solve solves one grid; tests replace it.
 	solve func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error)
 }
 
-// New returns a worker for q that stores results in store and publishes
-// completion events on nc.
-func New(nc *nats.Conn, q *queue.Queue, store Store, opts Options) *Worker {
+// New returns a worker for q that looks puzzles up in, and adds their
+// results to, the cache c (nil for none).
+func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = runtime.GOMAXPROCS(0)
 	}
@@ -125,20 +140,28 @@ func New(nc *nats.Conn, q *queue.Queue, store Store, opts Options) *Worker {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
 	}
+	if opts.Version == "" {
+		opts.Version = "0.0.0"
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Worker{nc: nc, q: q, store: store, opts: opts, log: opts.Logger, solve: (*solver.Solver).Solve,
-		commits: make(chan struct{}, 2*opts.Concurrency)}
+	if c == nil {
+		c = cache.NewGuard(nil, cache.GuardOptions{})
+	}
+	return &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
+		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
+		solves: make(chan *solveRequest, 64)}
 }
 
 // InFlight returns the number of messages being handled now.
 func (w *Worker) InFlight() int64 { return w.inFlight.Load() }
 
 // Run pulls and handles messages until ctx is done, then shuts down: it
-// stops pulling, hands back (Nak) messages fetched but not started, waits
-// up to ShutdownTimeout for the batches in work and returns. It returns
-// nil after a clean shutdown, or the error that stopped it.
+// stops the micro service and the pulling, hands back (Nak) messages
+// fetched but not started, waits up to ShutdownTimeout for the batches in
+// work and returns. It returns nil after a clean shutdown, or the error
+// that stopped it.
 func (w *Worker) Run(ctx context.Context) error {
 	// work is cancelled only when the shutdown timeout has passed: batches
 	// in work may finish after ctx is done.
@@ -153,80 +176,54 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer func() { _ = adv.Unsubscribe() }()
 
+	var interactive sync.WaitGroup
+	interactive.Add(1)
+	go func() {
+		defer interactive.Done()
+		w.serveSolves(work)
+	}()
+	defer func() { close(w.solves); interactive.Wait() }()
+	if !w.opts.NoService {
+		svc, err := w.startService()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = svc.Stop() }()
+	}
+
 	// Short-lived pull requests with frequent heartbeats: when a cluster
 	// node dies with the consumer's leader, the pull requests it held die
 	// too, and the client notices (and asks again) within seconds rather
 	// than after the default 30 s expiry.
-	pullOpts := []jetstream.PullMessagesOpt{jetstream.PullExpiry(5 * time.Second), jetstream.PullHeartbeat(time.Second)}
-	bulk := puller{c: w.q.Bulk, subject: w.q.Opts.BulkSubject(),
-		opts: append(pullOpts, jetstream.PullMaxMessages(w.opts.Fetch))}
-	inter := puller{c: w.q.Interactive, subject: w.q.Opts.InteractiveSubject(),
-		opts: append(pullOpts[:2:2], jetstream.PullMaxMessages(max(2, w.opts.Concurrency)))}
-	for _, p := range []*puller{&bulk, &inter} {
-		if p.it, err = p.c.Messages(p.opts...); err != nil {
-			return fmt.Errorf("worker: pull from %s: %w", p.subject, err)
-		}
+	p := puller{c: w.q.Work, subject: w.q.Opts.WorkFilter(), opts: []jetstream.PullMessagesOpt{
+		jetstream.PullExpiry(5 * time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.PullMaxMessages(w.opts.Fetch)}}
+	if p.it, err = p.c.Messages(p.opts...); err != nil {
+		return fmt.Errorf("worker: pull from %s: %w", p.subject, err)
 	}
-
-	bulkCh := make(chan jetstream.Msg)
-	interCh := make(chan jetstream.Msg)
-	var pullers, handlers sync.WaitGroup
-	pullers.Add(2)
-	go w.pull(ctx, &bulk, bulkCh, &pullers)
-	go w.pull(ctx, &inter, interCh, &pullers)
-
+	msgs := make(chan jetstream.Msg)
+	var pulling, handlers sync.WaitGroup
+	pulling.Add(1)
+	go w.pull(ctx, &p, msgs, &pulling)
 	for i := 0; i < w.opts.Concurrency; i++ {
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
 			var sv solver.Solver
-			interCh := interCh // set to nil here when closed
-			for {
-				// Interactive requests first, whenever one is waiting.
-				select {
-				case m, ok := <-interCh:
-					if !ok {
-						interCh = nil
-						continue
-					}
-					w.handle(ctx, work, &sv, m, true)
-					continue
-				default:
-				}
-				select {
-				case m, ok := <-interCh:
-					if !ok {
-						interCh = nil
-						continue
-					}
-					w.handle(ctx, work, &sv, m, true)
-				case m, ok := <-bulkCh:
-					if !ok {
-						return
-					}
-					w.handle(ctx, work, &sv, m, false)
-				}
+			for m := range msgs {
+				w.handle(ctx, work, &sv, m)
 			}
 		}()
 	}
-	// One more handler for interactive requests only, so a single puzzle
-	// never waits behind the bulk batches in work.
-	handlers.Add(1)
-	go func() {
-		defer handlers.Done()
-		var sv solver.Solver
-		for m := range interCh {
-			w.handle(ctx, work, &sv, m, true)
-		}
-	}()
 
 	w.log.Info("worker started", "concurrency", w.opts.Concurrency, "fetch", w.opts.Fetch,
-		"stream", w.q.Opts.Stream, "bulk", w.q.Opts.BulkSubject(), "interactive", w.q.Opts.InteractiveSubject())
+		"stream", w.q.Opts.Stream, "subjects", w.q.Opts.WorkFilter(), "solve", w.q.Opts.SolveSubject(),
+		"cache", w.cache.Enabled())
 
 	<-ctx.Done()
 	w.log.Info("worker stopping: no new messages; finishing batches in work", "in_flight", w.inFlight.Load(),
 		"timeout", w.opts.ShutdownTimeout)
-	pullers.Wait()
+	pulling.Wait()
 
 	done := make(chan struct{})
 	go func() { handlers.Wait(); w.committing.Wait(); close(done) }()
@@ -242,7 +239,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// puller is one consumer's message iterator, which pull opens again when
+// puller is the consumer's message iterator, which pull opens again when
 // it fails.
 type puller struct {
 	c       jetstream.Consumer
@@ -325,35 +322,35 @@ func (w *Worker) pull(ctx context.Context, p *puller, ch chan<- jetstream.Msg, w
 	}
 }
 
-// event is the completion event published after each batch.
-type event struct {
-	Job      string          `json:"job"`
-	Batch    uint64          `json:"batch"`
-	N        int             `json:"n"`
-	Finished bool            `json:"finished,omitempty"`
-	Results  []result.Result `json:"results,omitempty"` // interactive requests only
+// task is one message in work, from its delivery to its ack (or nak).
+type task struct {
+	w         *Worker
+	m         jetstream.Msg
+	batch     *job.Batch
+	digest    job.Digest
+	delivered uint64
+	start     time.Time
+	st        BatchStats
+	stopBeat  chan struct{}
 }
 
-// handle processes one message: it decodes it, answers every puzzle (from
-// the cache or by solving) and hands the results to a committer goroutine
-// that stores them, publishes the completion event and acks, so that this
-// solver goroutine goes on with the next message during the round trips.
-// It stops waiting for a store that is down when run is done, and
-// abandons the batch when ctx is.
-func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream.Msg, interactive bool) {
+// handle processes one message: it decodes it, checks it against its
+// job's manifest, answers every puzzle (from the cache or by solving) and
+// hands the results to a committer goroutine that publishes them and
+// acks, so that this solver goroutine goes on with the next message during
+// the round trips. It abandons the batch when ctx is done.
+func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream.Msg) {
 	w.inFlight.Add(1)
-	t := &task{w: w, m: m, start: time.Now(), st: BatchStats{Interactive: interactive}}
+	t := &task{w: w, m: m, start: time.Now()}
 	t.delivered = 1
 	if md, err := m.Metadata(); err == nil {
 		t.delivered = md.NumDelivered
 	}
 	t.st.Redelivered = t.delivered > 1
 
-	b, err := queue.Decode(m.Data())
+	b, err := job.DecodeWork(m.Data())
 	if err != nil {
-		t.st.Outcome, t.st.Err = "dead_letter", err
-		w.deadLetter(m, "undecodable", err, t.delivered)
-		t.done()
+		t.deadLetter(queue.ReasonUndecodable, err)
 		return
 	}
 	t.batch = &b
@@ -374,17 +371,24 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 		}
 	}()
 
-	// While the store is down, hold the message (the heartbeat keeps it
-	// ours) rather than cycle it through deliveries that all fail.
-	if !w.waitStore(run) {
-		t.st.Outcome, t.st.Err = "abandoned", run.Err()
-		_ = m.Nak()
-		t.done()
+	t.digest = b.ComputeDigest()
+	reason, err := w.check(ctx, &b, t.digest, m.Subject())
+	switch {
+	case err != nil:
+		t.fail(ctx, err)
+		return
+	case reason != "":
+		t.deadLetter(reason, &RejectError{Reason: reason, Text: reasonText(reason, &b)})
 		return
 	}
-	results, err := w.answer(ctx, sv, &b, &t.st)
-	if err != nil {
-		t.fail(ctx, err)
+	if t.delivered > 1 && w.stored(ctx, &b, t.digest) {
+		// Its results were published, and the ack was lost: nothing to do.
+		t.ack()
+		return
+	}
+	solved := w.answer(ctx, sv, &b, &t.st)
+	if ctx.Err() != nil {
+		t.fail(ctx, ctx.Err())
 		return
 	}
 	// Bound the batches waiting for their round trips.
@@ -397,19 +401,32 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	w.committing.Add(1)
 	go func() {
 		defer func() { <-w.commits; w.committing.Done() }()
-		t.commit(ctx, results)
+		t.commit(ctx, solved)
 	}()
 }
 
-// task is one message in work, from its delivery to its ack (or nak).
-type task struct {
-	w         *Worker
-	m         jetstream.Msg
-	batch     *queue.Batch
-	delivered uint64
-	start     time.Time
-	st        BatchStats
-	stopBeat  chan struct{}
+// RejectError is why a batch was refused: its job's producer did not
+// publish it (Reason is one of queue.ReasonUnknownJob,
+// queue.ReasonOutOfRange or queue.ReasonMismatch).
+type RejectError struct {
+	Reason string
+	Text   string
+}
+
+func (e *RejectError) Error() string { return e.Text }
+
+// reasonText says why a batch is dead-lettered.
+func reasonText(reason string, b *job.Batch) string {
+	switch reason {
+	case queue.ReasonUnknownJob:
+		return fmt.Sprintf("batch %d names job %s, which has no record (never submitted, removed or expired)", b.Index, b.Job)
+	case queue.ReasonOutOfRange:
+		return fmt.Sprintf("job %s has no batch %d (items %d-%d): its producer published none", b.Job, b.Index,
+			b.First, b.First+uint64(len(b.Items))-1)
+	case queue.ReasonMismatch:
+		return fmt.Sprintf("batch %d of job %s is not the one its producer published (the digests differ)", b.Index, b.Job)
+	}
+	return reason
 }
 
 // done ends the task: the heartbeat stops and the observer hears of it.
@@ -424,28 +441,34 @@ func (t *task) done() {
 	t.w.inFlight.Add(-1)
 }
 
-// commit stores the results, publishes the completion event, then acks.
-func (t *task) commit(ctx context.Context, results []result.Result) {
-	w, b := t.w, t.batch
-	finished, err := w.store.CompleteBatch(ctx, b.JobID, b.Index, results)
-	if err != nil {
+// ack acks the message, whose results are stored.
+func (t *task) ack() {
+	if err := t.m.Ack(); err != nil {
+		// The results are stored: a redelivery finds them and acks.
+		t.w.log.Warn("worker: ack failed; the batch will be redelivered", "job", t.batch.Job, "batch", t.batch.Index, "err", err)
+	}
+	t.st.Outcome = OutcomeAcked
+	t.done()
+}
+
+// commit publishes the batch's results, acks, then adds the puzzles it
+// solved to the cache.
+func (t *task) commit(ctx context.Context, solved []cache.Entry) {
+	if err := t.w.publishResults(ctx, t.batch, t.digest); err != nil {
 		t.fail(ctx, err)
 		return
 	}
-	w.storeOK()
-	ev := event{Job: b.JobID, Batch: b.Index, N: len(results), Finished: finished}
-	if t.st.Interactive {
-		ev.Results = results
+	t.ack()
+	t.w.event(t.batch.Job, t.batch.Index, len(t.batch.Items))
+	t.w.cache.Put(ctx, solved)
+}
+
+// event publishes a dashboard's note of work done.
+func (w *Worker) event(jobID string, index uint64, n int) {
+	data, err := json.Marshal(queue.Event{Job: jobID, Batch: index, N: n})
+	if err == nil {
+		_ = w.nc.Publish(w.q.Opts.EventSubject(cmp.Or(jobID, "solve")), data)
 	}
-	if data, err := json.Marshal(ev); err == nil {
-		_ = w.nc.Publish(w.q.Opts.EventSubject(b.JobID), data)
-	}
-	if err := t.m.Ack(); err != nil {
-		// The results are stored; a redelivery will find them cached.
-		w.log.Warn("worker: ack failed; the batch will be redelivered", "job", b.JobID, "batch", b.Index, "err", err)
-	}
-	t.st.Outcome = "acked"
-	t.done()
 }
 
 // fail hands the message back after a failure: abandoned (Nak) when ctx
@@ -454,162 +477,110 @@ func (t *task) commit(ctx context.Context, results []result.Result) {
 func (t *task) fail(ctx context.Context, err error) {
 	w := t.w
 	t.st.Err = err
-	defer t.done()
 	if ctx.Err() != nil {
-		t.st.Outcome = "abandoned"
+		t.st.Outcome = OutcomeAbandoned
 		_ = t.m.Nak()
+		t.done()
 		return
 	}
-	w.storeFailed(err)
 	if t.delivered >= uint64(w.q.Opts.MaxDeliver) {
-		t.st.Outcome = "dead_letter"
-		w.deadLetter(t.m, "max_deliver", err, t.delivered)
+		t.deadLetter(queue.ReasonMaxDeliver, err)
 		return
 	}
-	t.st.Outcome = "nak"
+	w.log.Warn("worker: batch failed; it will be redelivered", "subject", t.m.Subject(), "deliveries", t.delivered, "err", err)
+	t.st.Outcome = OutcomeNak
 	delay := w.opts.NakDelays[min(int(t.delivered)-1, len(w.opts.NakDelays)-1)]
 	_ = t.m.NakWithDelay(delay)
+	t.done()
 }
 
-// answer returns the result of every puzzle of b: from the cache (unless
-// the producer looked already) or by solving.
-func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *queue.Batch, st *BatchStats) ([]result.Result, error) {
-	results := make([]result.Result, len(b.Items))
-	grids := make([]solver.Grid, len(b.Items))
-	keys := make([]string, len(b.Items))
-	valid := make([]bool, len(b.Items))
-	packed := b.Flags&queue.FlagPacked != 0
-	for i, it := range b.Items {
-		var g solver.Grid
-		var err error
-		if packed {
-			if g, err = queue.UnpackGrid(it.Puzzle); err == nil {
-				err = g.Validate()
-			}
-		} else {
-			g, err = solver.Parse(it.Puzzle)
-		}
-		if err != nil {
-			text := it.Puzzle
-			if packed {
-				text = fmt.Sprintf("packed:%x", it.Puzzle)
-			}
-			results[i] = result.Invalid(0, text, err)
-			results[i].Key = cache.InputKey(text)
-			keys[i] = results[i].Key
-			continue
-		}
-		grids[i], keys[i], valid[i] = g, g.Key(), true
-	}
-	var cached []*result.Result
-	if b.Flags&queue.FlagCacheChecked == 0 {
-		var err error
-		if cached, err = w.store.Get(ctx, keys); err != nil {
-			return nil, err
-		}
-	}
-	opts := solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: b.Flags&queue.FlagFirstSolution != 0}
-	st.Statuses = make(map[result.Status]int, 2)
-	for i := range results {
-		switch {
-		case cached != nil && cached[i] != nil && cached[i].Status != result.StatusGaveUp:
-			// (A cached gave_up is only a search that ran out of its
-			// budget: it is solved again below.)
-			results[i] = *cached[i]
-			st.CacheHits++
-		case valid[i]:
-			t0 := time.Now()
-			results[i] = w.solveOne(ctx, sv, &grids[i], keys[i], opts)
-			st.SolveTimes = append(st.SolveTimes, time.Since(t0))
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-		}
-		st.Statuses[results[i].Status]++
-	}
-	return results, nil
-}
-
-// solveOne solves g; a panic in the solver becomes the puzzle's error
-// instead of killing the worker.
-func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, key string, opts solver.Options) (res result.Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			*sv = solver.Solver{} // its state may be inconsistent
-			res = result.Result{Puzzle: g.String(), Key: key, Status: result.StatusGaveUp,
-				Error: fmt.Sprintf("solver: internal error: %v", p)}
-		}
-	}()
-	r, err := w.solve(sv, ctx, g, opts)
-	return result.FromSolveKey(g, key, r, err)
-}
-
-// deadLetter copies m to the dead-letter stream with why it failed, then
-// terminates it so it is never delivered again. If the copy cannot be
-// stored, m is left to be redelivered rather than lost.
-func (w *Worker) deadLetter(m jetstream.Msg, reason string, cause error, delivered uint64) {
-	dl := nats.NewMsg(w.q.Opts.DLQSubject(reason))
-	dl.Data = m.Data()
-	dl.Header.Set("Sudoku-Dlq-Reason", reason)
-	dl.Header.Set("Sudoku-Dlq-Error", cause.Error())
-	dl.Header.Set("Sudoku-Dlq-Subject", m.Subject())
-	dl.Header.Set("Sudoku-Dlq-Deliveries", strconv.FormatUint(delivered, 10))
-	dl.Header.Set("Sudoku-Dlq-Time", time.Now().UTC().Format(time.RFC3339Nano))
-	if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
-		dl.Header.Set("Sudoku-Dlq-Msg-Id", id)
-	}
+// deadLetter copies the message to the dead-letter stream with why it
+// failed, then terminates it so it is never delivered again. If the copy
+// cannot be stored, the message is left to be redelivered rather than
+// lost.
+func (t *task) deadLetter(reason string, cause error) {
+	w, m := t.w, t.m
+	t.st.Outcome, t.st.Err = OutcomeDeadLetter, cause
+	defer t.done()
+	dl := w.q.Opts.DeadLetterMsg(m.Subject(), m.Headers(), m.Data(), reason, cause, t.delivered)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := w.q.JS.PublishMsg(ctx, dl); err != nil {
 		w.log.Error("worker: cannot store a dead letter; leaving the message for redelivery",
 			"reason", reason, "err", err)
 		_ = m.NakWithDelay(w.opts.NakDelays[len(w.opts.NakDelays)-1])
+		t.st.Outcome = OutcomeNak
 		return
 	}
 	_ = m.Term()
 	w.log.Warn("worker: message moved to the dead-letter stream", "reason", reason, "err", cause,
-		"subject", m.Subject(), "deliveries", delivered, "dlq", w.q.Opts.DLQStream)
+		"subject", m.Subject(), "deliveries", t.delivered, "dlq", w.q.Opts.DLQStream)
 }
 
-// waitStore returns at once while the store is up. After a failure it
-// probes the store (one goroutine at a time, backing off up to 2s) until it
-// answers, and returns true then, or false when ctx is done first.
-func (w *Worker) waitStore(ctx context.Context) bool {
-	backoff := 100 * time.Millisecond
-	for w.storeDown.Load() {
-		w.pingMu.Lock()
-		if w.storeDown.Load() {
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			err := w.store.Ping(pctx)
-			cancel()
-			if err == nil {
-				w.storeOK()
-			} else {
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-				}
-				backoff = min(2*backoff, 2*time.Second)
-			}
+// answer turns every Solve item of b into a Known item: from the cache
+// (unless the producer looked already) or by solving. It returns the
+// cache entries of what it solved.
+func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st *BatchStats) []cache.Entry {
+	first := b.Flags&job.FlagFirstSolution != 0
+	var idx []int // the Solve items
+	for i := range b.Items {
+		if b.Items[i].Kind == job.Solve {
+			idx = append(idx, i)
 		}
-		w.pingMu.Unlock()
+	}
+	var keys []job.Key
+	if w.cache.Enabled() {
+		keys = make([]job.Key, len(idx))
+		for j, i := range idx {
+			keys[j] = job.KeyOf(&b.Items[i].Grid)
+		}
+	}
+	var hits []*job.Outcome
+	if b.Flags&job.FlagCacheChecked == 0 {
+		hits = w.cache.Get(ctx, keys)
+	}
+	opts := solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first}
+	var solved []cache.Entry
+	for j, i := range idx {
+		it := &b.Items[i]
+		if hits != nil && hits[j] != nil && hits[j].Answers(first) && hits[j].Puzzle == it.Grid {
+			it.Kind, it.Outcome = job.Known, *hits[j]
+			it.Outcome.Cached = true
+			st.CacheHits++
+			continue
+		}
+		t0 := time.Now()
+		o := w.solveOne(ctx, sv, &it.Grid, opts)
+		st.SolveTimes = append(st.SolveTimes, time.Since(t0))
 		if ctx.Err() != nil {
-			return false
+			return nil
+		}
+		it.Kind, it.Outcome = job.Known, o
+		if keys != nil {
+			solved = append(solved, cache.Entry{Key: keys[j], Outcome: &it.Outcome})
 		}
 	}
-	return true
+	st.Statuses = make(map[result.Status]int, 2)
+	for i := range b.Items {
+		if b.Items[i].Kind == job.Known {
+			st.Statuses[b.Items[i].Outcome.Status]++
+		}
+	}
+	return solved
 }
 
-// storeFailed logs the first failure of an outage; storeOK logs the
-// recovery. Failures in between are not logged one by one.
-func (w *Worker) storeFailed(err error) {
-	if !w.storeDown.Swap(true) {
-		w.log.Error("worker: result store unavailable; naking batches until it is back", "err", err)
+// solveOne validates and solves g; a panic in the solver becomes the
+// puzzle's error instead of killing the worker.
+func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, opts solver.Options) (o job.Outcome) {
+	if err := g.Validate(); err != nil {
+		return job.Outcome{Status: result.StatusInvalid, Text: g.String(), Error: err.Error()}
 	}
-}
-
-func (w *Worker) storeOK() {
-	if w.storeDown.Swap(false) {
-		w.log.Info("worker: result store is back")
-	}
+	defer func() {
+		if p := recover(); p != nil {
+			*sv = solver.Solver{} // its state may be inconsistent
+			o = job.Outcome{Status: result.StatusGaveUp, Puzzle: *g, Error: fmt.Sprintf("solver: internal error: %v", p)}
+		}
+	}()
+	r, err := w.solve(sv, ctx, g, opts)
+	return job.FromSolve(g, r, err)
 }

@@ -1,6 +1,6 @@
 // Package app wires a sudoku process from its configuration: the NATS
 // connection (or an embedded server), the JetStream queue, and the result
-// store (Redis, or process memory where allowed). Commands in internal/cli
+// cache (Redis, or process memory where allowed). Commands in internal/cli
 // and tests build on it.
 package app
 
@@ -22,10 +22,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
-
-// Store is everything the commands need of a result store; *cache.Redis and
-// *cache.Memory have it.
-type Store = cache.Store
 
 // NATSOptions turns the nats.* settings into client options: name,
 // credentials, TLS and reconnection for ever (a worker outlives server
@@ -69,13 +65,13 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 	if c.NKeyFile != "" {
 		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("app: nats.nkey_file %q: %w", c.NKeyFile, err)
+			return nil, fmt.Errorf("nats.nkey_file %q: %w", c.NKeyFile, err)
 		}
 		opts = append(opts, o)
 	}
 	tlsConf, err := c.TLS.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("app: nats.tls: %w", err)
+		return nil, fmt.Errorf("nats.tls: %w", err)
 	}
 	if tlsConf != nil {
 		opts = append(opts, nats.Secure(tlsConf))
@@ -83,14 +79,16 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// QueueOptions turns the queue.* settings into queue.Options.
-func QueueOptions(c config.QueueConfig) queue.Options {
+// QueueOptions turns the queue.* settings, and job.result_ttl (how long a
+// job's record and results are kept), into queue.Options.
+func QueueOptions(c config.QueueConfig, retention time.Duration) queue.Options {
 	return queue.Options{
 		Stream:        c.Stream,
 		Prefix:        c.SubjectPrefix,
 		Replicas:      c.Replicas,
 		Memory:        c.Storage == "memory",
 		MaxAge:        c.MaxAge,
+		Retention:     retention,
 		MaxMsgBytes:   int32(c.MaxMessageBytes),
 		Consumer:      c.Consumer,
 		AckWait:       c.AckWait,
@@ -106,7 +104,7 @@ func QueueOptions(c config.QueueConfig) queue.Options {
 func RedisClient(c config.RedisConfig) (redis.UniversalClient, error) {
 	tlsConf, err := c.TLS.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("app: redis.tls: %w", err)
+		return nil, fmt.Errorf("redis.tls: %w", err)
 	}
 	return redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:       c.Addrs,
@@ -120,35 +118,46 @@ func RedisClient(c config.RedisConfig) (redis.UniversalClient, error) {
 	}), nil
 }
 
-// Conn is a process's connection to the queue and the store. Close releases
-// everything in the reverse order of opening.
+// Conn is a process's connection to NATS (and its queue) and to the
+// cache. Close releases everything in the reverse order of opening.
 type Conn struct {
-	NC       *nats.Conn
+	NC       *nats.Conn // nil with OpenOptions.NoNATS
 	JS       jetstream.JetStream
 	Queue    *queue.Queue
-	Store    Store
 	Embedded *embedded.Server // nil unless nats.embedded or Open's embedded
-	// MemoryStore is true when the store is the in-process one.
-	MemoryStore bool
+	// Cache is the result cache, best-effort; never nil, but without a
+	// cache behind it (Cache.Enabled false) for OpenOptions.NoCache or
+	// when no Redis was reachable and no fallback allowed.
+	Cache *cache.Guard
+	// MemoryCache is true when the cache is the in-process one.
+	MemoryCache bool
 
 	closers []func()
 	closed  atomic.Bool
 }
 
-// OpenOptions say what Open may fall back to.
+// OpenOptions say what a command uses and what Open may fall back to.
 type OpenOptions struct {
 	// Embedded starts an in-process NATS server instead of connecting to
 	// nats.url (as nats.embedded does).
 	Embedded bool
-	// AllowMemoryStore uses an in-process store when Redis cannot be
-	// reached (and cache.memory_fallback is on), instead of failing.
-	AllowMemoryStore bool
-	// NoStore skips the store (for commands that only publish).
-	NoStore bool
+	// NoNATS skips NATS (for commands that read only the cache).
+	NoNATS bool
+	// NoCache skips Redis (for commands that do not use the cache).
+	NoCache bool
+	// RequireCache fails when Redis does not answer at start-up, instead
+	// of going on without the cache (for commands whose work is reading
+	// it).
+	RequireCache bool
+	// AllowMemoryCache uses an in-process cache when Redis cannot be
+	// reached at start-up (and cache.memory_fallback is on).
+	AllowMemoryCache bool
 }
 
-// Open connects to NATS (or starts the embedded server), sets the queue up
-// and opens the store. Its errors say which service failed and where.
+// Open connects to NATS (or starts the embedded server) and sets the queue
+// up, then opens the cache. A Redis that does not answer at start-up is
+// logged and the command goes on without it (it is only a cache), unless
+// RequireCache. Its errors say which service failed and where.
 func Open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) (*Conn, error) {
 	c := &Conn{}
 	if err := c.open(ctx, cfg, oo, log); err != nil {
@@ -159,6 +168,54 @@ func Open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Log
 }
 
 func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) error {
+	if !oo.NoNATS {
+		if err := c.openNATS(ctx, cfg, oo, log); err != nil {
+			return err
+		}
+	}
+	guardOpts := cache.GuardOptions{Logger: log}
+	c.Cache = cache.NewGuard(nil, guardOpts)
+	if oo.NoCache {
+		return nil
+	}
+	// go-redis logs every failed dial of its pool on stderr (several a
+	// second while Redis is down); the Guard says what matters, once per
+	// outage. Keep its lines for --log-level debug.
+	redis.SetLogger(redisLogger{log})
+	rdb, err := RedisClient(cfg.Redis)
+	if err != nil {
+		return err
+	}
+	rc := cache.NewRedis(rdb, cache.RedisOptions{Prefix: cfg.Redis.KeyPrefix, TTL: cfg.Cache.TTL})
+	pctx, cancel := context.WithTimeout(ctx, cfg.Redis.DialTimeout+time.Second)
+	defer cancel()
+	perr := rc.Ping(pctx)
+	switch {
+	case perr == nil:
+	case oo.RequireCache:
+		_ = rdb.Close()
+		return redisError(cfg.Redis, perr)
+	case isAuthError(perr):
+		// Wrong credentials do not heal by waiting: say so now.
+		_ = rdb.Close()
+		return redisError(cfg.Redis, perr)
+	case oo.AllowMemoryCache && cfg.Cache.MemoryFallback:
+		_ = rdb.Close()
+		log.Info("Redis not reachable; using an in-process cache", "addrs", strings.Join(cfg.Redis.Addrs, ","), "err", perr)
+		c.Cache, c.MemoryCache = cache.NewGuard(cache.NewMemory(0), guardOpts), true
+		return nil
+	default:
+		log.Warn("Redis not reachable; going on without the cache until it answers",
+			"addrs", strings.Join(cfg.Redis.Addrs, ","), "err", perr)
+	}
+	c.Cache = cache.NewGuard(rc, guardOpts)
+	c.closers = append(c.closers, func() { _ = rc.Close() })
+	return nil
+}
+
+// openNATS connects to NATS, or starts the embedded server, and sets the
+// queue up.
+func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) error {
 	nopts, err := NATSOptions(cfg.NATS, log)
 	if err != nil {
 		return err
@@ -181,38 +238,12 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 	nc := c.NC
 	c.closers = append(c.closers, func() { _ = nc.Drain(); waitClosed(nc) })
 	if c.JS, err = jetstream.New(c.NC, jetstream.WithPublishAsyncMaxPending(cfg.Queue.PublishMaxPending)); err != nil {
-		return fmt.Errorf("app: jetstream: %w", err)
+		return fmt.Errorf("JetStream: %w", err)
 	}
-	if c.Queue, err = setupQueue(ctx, c.JS, QueueOptions(cfg.Queue), log); err != nil {
-		return err
-	}
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if oo.NoStore {
-		return nil
-	}
-	// go-redis logs every failed dial of its pool on stderr (several a
-	// second while Redis is down); the commands' errors say what matters,
-	// once per outage. Keep its lines for --log-level debug.
-	redis.SetLogger(redisLogger{log})
-	rdb, err := RedisClient(cfg.Redis)
+	c.Queue, err = setupQueue(ctx, c.JS, QueueOptions(cfg.Queue, cfg.Job.ResultTTL), log)
 	if err != nil {
-		return err
+		return jetStreamError(cfg.NATS.URL, err)
 	}
-	store := cache.NewRedis(rdb, cache.RedisOptions{Prefix: cfg.Redis.KeyPrefix, TTL: cfg.Cache.TTL})
-	perr := store.Ping(sctx)
-	if perr != nil && oo.AllowMemoryStore && cfg.Cache.MemoryFallback {
-		_ = rdb.Close()
-		log.Info("redis not reachable; using an in-process cache", "addrs", strings.Join(cfg.Redis.Addrs, ","), "err", perr)
-		c.Store, c.MemoryStore = cache.NewMemory(), true
-		return nil
-	}
-	if perr != nil {
-		_ = rdb.Close()
-		return redisError(cfg.Redis, perr)
-	}
-	c.Store = store
-	c.closers = append(c.closers, func() { _ = store.Close() })
 	return nil
 }
 
@@ -238,11 +269,11 @@ func setupQueue(ctx context.Context, js jetstream.JetStream, o queue.Options, lo
 		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !jetStreamNotReady(err) {
 			return q, err
 		}
-		log.Warn("app: JetStream not ready; trying again", "attempt", attempt, "err", err)
+		log.Warn("JetStream not ready; trying again", "attempt", attempt, "err", err)
 		select {
 		case <-time.After(500 * time.Millisecond):
 		case <-ctx.Done():
-			return nil, fmt.Errorf("app: queue setup: %w", ctx.Err())
+			return nil, fmt.Errorf("setting up the streams: %w", ctx.Err())
 		}
 	}
 }
@@ -264,10 +295,16 @@ func jetStreamNotReady(err error) bool {
 // hold them (never their values).
 func natsConnectError(urls string, err error) error {
 	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
-		return fmt.Errorf("app: NATS at %s refused the credentials (authorization failed; check nats.user and "+
+		return fmt.Errorf("NATS at %s refused the credentials (authorization failed; check nats.user and "+
 			"nats.password, nats.token, nats.creds_file or nats.nkey_file): %w", redactURL(urls), err)
 	}
-	return fmt.Errorf("app: connect to NATS at %s: %w", redactURL(urls), err)
+	return fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(urls), err)
+}
+
+// isAuthError reports whether Redis refused the credentials.
+func isAuthError(err error) bool {
+	return redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH") ||
+		redis.HasErrorPrefix(err, "AUTH") || redis.HasErrorPrefix(err, "NOPERM")
 }
 
 // redisError says that Redis did not answer a ping and, when it refused
@@ -277,16 +314,25 @@ func redisError(c config.RedisConfig, err error) error {
 	if c.MasterName != "" {
 		where = fmt.Sprintf("master %q of the Sentinels %s", c.MasterName, where)
 	}
-	switch {
-	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "NOAUTH"),
-		redis.HasErrorPrefix(err, "AUTH"), redis.HasErrorPrefix(err, "NOPERM"):
-		return fmt.Errorf("app: Redis at %s refused the credentials (authentication failed; check redis.username "+
+	if isAuthError(err) {
+		return fmt.Errorf("Redis at %s refused the credentials (authentication failed; check redis.username "+
 			"and redis.password): %w", where, err)
 	}
-	return fmt.Errorf("app: Redis at %s: %w", where, err)
+	return fmt.Errorf("Redis at %s: %w", where, err)
 }
 
-// Close closes the store, drains the NATS connection and stops the
+// jetStreamError explains a failed queue set-up: above all a server
+// without JetStream, which answers its API with "no responders".
+func jetStreamError(url string, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return fmt.Errorf("NATS at %s does not have JetStream enabled: start nats-server with -js "+
+			"(or put \"jetstream {}\" in its configuration file), or enable it for this account: %w", redactURL(url), err)
+	}
+	return fmt.Errorf("NATS at %s: setting up the streams: %w", redactURL(url), err)
+}
+
+// Close closes the cache, drains the NATS connection and stops the
 // embedded server, in that order. It is safe to call twice.
 func (c *Conn) Close() {
 	if c.closed.Swap(true) {

@@ -16,6 +16,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -150,9 +151,9 @@ func benchGet(cmd *cobra.Command, data []byte, n int) error {
 	for _, p := range ps {
 		g, _ := solver.Parse(p)
 		t0 := time.Now()
-		rs, err := conn.Store.Get(ctx, []string{g.Key()})
-		if err != nil || rs[0] == nil {
-			return fmt.Errorf("bench: cached lookup of %s: %v", p, err)
+		rs, ok := conn.Cache.Lookup(ctx, []job.Key{job.KeyOf(&g)})
+		if !ok || rs[0] == nil {
+			return fmt.Errorf("bench: cached lookup of %s: not found (is Redis up?)", p)
 		}
 		getLat = append(getLat, float64(time.Since(t0).Microseconds())/1000)
 	}
@@ -178,22 +179,20 @@ func benchPipeline(cmd *cobra.Command, data []byte, size int) (solveRate, waitRa
 	}
 	defer stop()
 
-	p := producer.New(conn.JS, conn.Queue.Opts, conn.Store, producerOptions(cfg, false, false))
+	p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, discardLogger(), false, false))
 	run := func() (float64, float64, error) {
 		start := time.Now()
 		sub, err := p.Submit(ctx, input.NewReader(bytes.NewReader(data)))
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := producer.Wait(ctx, conn.Store, conn.NC, conn.Queue.Opts, sub.ID, nil); err != nil {
-			return 0, 0, err
-		}
-		solved := time.Since(start)
+		published := time.Since(start)
 		n := 0
-		if err := producer.Results(ctx, conn.Store, sub.ID, func(result.Result) error { n++; return nil }); err != nil {
+		if _, err := producer.Follow(ctx, conn.Queue, sub.ID, func(result.Result) error { n++; return nil },
+			producer.FollowOptions{Logger: discardLogger()}); err != nil {
 			return 0, 0, err
 		}
-		return float64(n) / solved.Seconds(), float64(n) / time.Since(start).Seconds(), nil
+		return float64(n) / published.Seconds(), float64(n) / time.Since(start).Seconds(), nil
 	}
 	if solveRate, waitRate, err = run(); err != nil {
 		return 0, 0, 0, err
@@ -209,7 +208,7 @@ func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, func(),
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	name := "BENCH_" + strings.ToUpper(producer.NewJobID()[:10])
+	name := "BENCH_" + strings.ToUpper(job.NewID()[:10])
 	cfg.Queue.Stream, cfg.Queue.DLQStream = name, name+"_DLQ"
 	cfg.Queue.SubjectPrefix, cfg.Queue.Consumer = strings.ToLower(name), strings.ToLower(name)
 	cfg.Queue.BatchSize = size

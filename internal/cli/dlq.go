@@ -1,16 +1,11 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
@@ -20,28 +15,21 @@ import (
 
 func init() { addCommand(newDLQCmd) }
 
-// The headers a worker sets on a dead letter (see worker.deadLetter).
-const (
-	hdrDLQReason     = "Sudoku-Dlq-Reason"
-	hdrDLQError      = "Sudoku-Dlq-Error"
-	hdrDLQSubject    = "Sudoku-Dlq-Subject"
-	hdrDLQDeliveries = "Sudoku-Dlq-Deliveries"
-	hdrDLQTime       = "Sudoku-Dlq-Time"
-	hdrDLQMsgID      = "Sudoku-Dlq-Msg-Id"
-	// hdrReplayedFrom marks a replayed message with where it came from.
-	hdrReplayedFrom = "Sudoku-Replayed-From"
-)
-
 func newDLQCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "Look at dead letters and put them back in the queue",
 		Long: `A message that a worker cannot process is moved to the dead-letter stream
-(queue.dlq_stream, default SUDOKU_DLQ) with why: "undecodable" for a body
-that is not a batch, "max_deliver" for a batch whose every delivery failed
-(the result store refused its results, say). 'sudoku dlq list' shows them;
-once the cause is fixed, 'sudoku dlq replay' publishes each again, as it
-was, to its original subject, and deletes it from the dead-letter stream.`,
+(queue.dlq_stream, default SUDOKU_DLQ) with why:
+  undecodable   the body is not a batch
+  unknown_job   the batch names a job with no record (never submitted,
+                removed, or expired)
+  out_of_range  the job's producer published no batch of that index
+  mismatch      the batch differs from the one the job's producer published
+  max_deliver   every delivery failed, or its workers died each time
+'sudoku dlq list' shows them; once the cause is fixed, 'sudoku dlq replay'
+publishes each again, as it was, to its original subject, and deletes it
+from the dead-letter stream.`,
 	}
 	cmd.AddCommand(newDLQListCmd(), newDLQReplayCmd())
 	return cmd
@@ -62,7 +50,7 @@ its body decodes. --format jsonl writes one JSON object per message.`,
 			if format != string(result.Text) && format != string(result.JSONL) {
 				return usageErrorf("--format %q: want %s or %s", format, result.Text, result.JSONL)
 			}
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoStore: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
 			if err != nil {
 				return err
 			}
@@ -75,7 +63,7 @@ its body decodes. --format jsonl writes one JSON object per message.`,
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			n := 0
-			err = eachDeadLetter(cmd.Context(), conn.JS, q.DLQStream, func(dl *deadLetter) error {
+			err = conn.Queue.EachDeadLetter(cmd.Context(), func(dl *queue.DeadLetter) error {
 				n++
 				if w == nil {
 					return enc.Encode(dl)
@@ -134,28 +122,24 @@ not be replayed; the others are replayed all the same.`,
 				seqs = append(seqs, s)
 			}
 			ctx := cmd.Context()
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoStore: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
 			q := conn.Queue.Opts
 			if all {
-				if err := eachDeadLetter(ctx, conn.JS, q.DLQStream, func(dl *deadLetter) error {
+				if err := conn.Queue.EachDeadLetter(ctx, func(dl *queue.DeadLetter) error {
 					seqs = append(seqs, dl.Seq)
 					return nil
 				}); err != nil {
 					return err
 				}
 			}
-			dlq, err := conn.JS.Stream(ctx, q.DLQStream)
-			if err != nil {
-				return fmt.Errorf("dead-letter stream %s: %w", q.DLQStream, err)
-			}
 			out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			failed := 0
 			for _, seq := range seqs {
-				dl, err := replay(ctx, conn.JS, dlq, q, seq)
+				dl, err := conn.Queue.Replay(ctx, seq)
 				if err != nil {
 					failed++
 					fmt.Fprintf(stderr, "%d: %v\n", seq, err)
@@ -181,145 +165,9 @@ not be replayed; the others are replayed all the same.`,
 	return cmd
 }
 
-// deadLetter is one message of the dead-letter stream, as dlq list shows
-// it.
-type deadLetter struct {
-	Seq        uint64    `json:"seq"`
-	Time       time.Time `json:"time"`
-	Reason     string    `json:"reason"`
-	Error      string    `json:"error"`
-	Subject    string    `json:"subject"` // where it was first published
-	Deliveries int       `json:"deliveries"`
-	MsgID      string    `json:"msg_id,omitempty"`
-	Bytes      int       `json:"bytes"`
-	// Job, Batch and Puzzles come from the body, when it decodes.
-	Job     string  `json:"job,omitempty"`
-	Batch   *uint64 `json:"batch,omitempty"`
-	Puzzles int     `json:"puzzles,omitempty"`
-	// BodyError says why the body does not decode.
-	BodyError string `json:"body_error,omitempty"`
-}
-
-// newDeadLetter describes the dead letter with sequence number seq, stored
-// at stored, from its headers and body.
-func newDeadLetter(seq uint64, stored time.Time, h nats.Header, data []byte) *deadLetter {
-	dl := &deadLetter{
-		Seq:     seq,
-		Time:    stored,
-		Reason:  h.Get(hdrDLQReason),
-		Error:   h.Get(hdrDLQError),
-		Subject: h.Get(hdrDLQSubject),
-		MsgID:   h.Get(hdrDLQMsgID),
-		Bytes:   len(data),
-	}
-	dl.Deliveries, _ = strconv.Atoi(h.Get(hdrDLQDeliveries))
-	if t, err := time.Parse(time.RFC3339Nano, h.Get(hdrDLQTime)); err == nil {
-		dl.Time = t
-	}
-	if b, err := queue.Decode(data); err != nil {
-		dl.BodyError = err.Error()
-	} else {
-		dl.Job, dl.Batch, dl.Puzzles = b.JobID, &b.Index, len(b.Items)
-	}
-	return dl
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
-}
-
-// dlqFetchWait is how long a fetch from the dead-letter stream waits for
-// messages the stream info said were there.
-const dlqFetchWait = 3 * time.Second
-
-// eachDeadLetter calls fn with every message of the dead-letter stream,
-// oldest first, up to the last one stored when it started (so a replay
-// that fails again does not make it loop). It reads with an ordered
-// consumer, which the server removes when it is done.
-func eachDeadLetter(ctx context.Context, js jetstream.JetStream, stream string, fn func(*deadLetter) error) error {
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return fmt.Errorf("dead-letter stream %s: %w", stream, err)
-	}
-	st := s.CachedInfo().State
-	if st.Msgs == 0 {
-		return nil
-	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return fmt.Errorf("dead-letter stream %s: %w", stream, err)
-	}
-	for {
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(dlqFetchWait))
-		if err != nil {
-			return fmt.Errorf("dead-letter stream %s: %w", stream, err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("dead-letter stream %s: %w", stream, err)
-			}
-			if md.Sequence.Stream > st.LastSeq {
-				return nil
-			}
-			if err := fn(newDeadLetter(md.Sequence.Stream, md.Timestamp, m.Headers(), m.Data())); err != nil {
-				return err
-			}
-			if md.Sequence.Stream == st.LastSeq || md.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("dead-letter stream %s: %w", stream, err)
-		}
-		if got == 0 {
-			// Nothing within dlqFetchWait: the rest was deleted meanwhile.
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-}
-
-// replay publishes dead letter seq again to its original subject, then
-// deletes it from the dead-letter stream.
-func replay(ctx context.Context, js jetstream.JetStream, dlq jetstream.Stream, q queue.Options, seq uint64) (*deadLetter, error) {
-	raw, err := dlq.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("no such dead letter in %s", q.DLQStream)
-	}
-	if err != nil {
-		return nil, err
-	}
-	dl := newDeadLetter(seq, raw.Time, raw.Header, raw.Data)
-	if dl.Subject != q.BulkSubject() && dl.Subject != q.InteractiveSubject() {
-		return nil, fmt.Errorf("original subject %q is not %s or %s; not replayed", dl.Subject, q.BulkSubject(), q.InteractiveSubject())
-	}
-	m := nats.NewMsg(dl.Subject)
-	m.Data = raw.Data
-	id := dl.MsgID
-	if id == "" {
-		id = q.DLQStream
-	}
-	// A new message id: the original one may still be in the work stream's
-	// duplicate window, which would drop the replay without a word.
-	m.Header.Set(nats.MsgIdHdr, id+".replay-"+strconv.FormatUint(seq, 10))
-	m.Header.Set(hdrReplayedFrom, q.DLQStream+"/"+strconv.FormatUint(seq, 10))
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// A duplicate ack means an earlier replay published it and then failed
-	// to delete it: deleting it now finishes that replay.
-	if _, err := js.PublishMsg(pctx, m, jetstream.WithExpectStream(q.Stream)); err != nil {
-		return nil, fmt.Errorf("publish to %s: %w", dl.Subject, err)
-	}
-	if err := dlq.DeleteMsg(pctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("replayed, but not deleted from %s (a second replay is harmless): %w", q.DLQStream, err)
-	}
-	return dl, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -27,8 +29,11 @@ func newGetCmd() *cobra.Command {
 		Short: "Print the cached solution of a puzzle (or of a key)",
 		Long: `Print the cached result of a puzzle, given as its 81 characters (or a
 9-line grid, quoted) or as its 64-character key. Exit status 1 when it is
-not cached. With --solve, an uncached puzzle is sent to the workers on the
-interactive subject, ahead of any bulk job, and the answer awaited.`,
+not cached. This reads only Redis.
+
+With --solve, a puzzle not in the cache (or when Redis is down) is sent to
+the workers' solve endpoint (NATS request/reply), ahead of any bulk job,
+and the answer awaited.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -48,24 +53,29 @@ interactive subject, ahead of any bulk job, and the answer awaited.`,
 				}
 				key, puzzle = g.Key(), g.String()
 			}
-			_, _, conn, err := openConn(cmd, app.OpenOptions{})
+			if solve && puzzle == "" {
+				return usageErrorf("--solve needs the puzzle, not its key")
+			}
+			// Without --solve the cache is all there is; with it, a
+			// cache that is down is only a miss.
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoNATS: !solve, RequireCache: !solve})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			rs, err := conn.Store.Get(ctx, []string{key})
+			k, err := job.ParseKey(key)
 			if err != nil {
-				return err
+				return usageErrorf("%v", err)
 			}
-			if rs[0] != nil {
-				return writeOne(cmd, format, *rs[0])
+			hits, ok := conn.Cache.Lookup(ctx, []job.Key{k})
+			if !ok && !solve {
+				return fmt.Errorf("%s: Redis did not answer the lookup", key)
 			}
-			if !solve || puzzle == "" {
-				why := "not in the cache"
-				if solve {
-					why += " (--solve needs the puzzle, not its key)"
-				}
-				return &exitError{code: ExitFailure, err: fmt.Errorf("%s: %s", key, why)}
+			if hits != nil && hits[0] != nil {
+				return writeOne(cmd, format, hits[0].Result(0, key))
+			}
+			if !solve {
+				return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not in the cache", key)}
 			}
 			tctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -97,9 +107,12 @@ func writeOne(cmd *cobra.Command, format result.Format, r result.Result) error {
 	return nil
 }
 
-// SolveInteractive sends one canonical puzzle to the workers on the
-// interactive subject and waits for its result, carried by the completion
-// event: producer.SolveInteractive on conn's queue.
+// SolveInteractive asks the workers' solve endpoint for one puzzle's
+// result (producer.Solve on conn's queue), words its errors for people.
 func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string) (result.Result, error) {
-	return producer.SolveInteractive(ctx, conn.JS, conn.Queue.Opts, puzzle)
+	r, err := producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, false)
+	if errors.Is(err, producer.ErrNoAnswer) {
+		return r, fmt.Errorf("no worker answered within the timeout (is a worker running?): %w", err)
+	}
+	return r, err
 }

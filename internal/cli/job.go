@@ -1,17 +1,19 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
-	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
 func init() { addCommand(newJobCmd) }
@@ -19,38 +21,49 @@ func init() { addCommand(newJobCmd) }
 func newJobCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "job",
-		Short: "Look at jobs: status, wait for one, list them",
+		Short: "Look at jobs: status, wait for one, list them, remove one",
+		Long: `A job's record and results live in JetStream (the jobs bucket and the
+results stream) until job.result_ttl passes or 'sudoku job rm' removes
+them; these commands need NATS only.`,
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status ID",
 		Short: "Print a job's progress and counts by status",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			j, err := conn.Store.Job(cmd.Context(), args[0])
+			s, err := producer.JobStatus(cmd.Context(), conn.Queue, args[0])
 			if err != nil {
-				return err
+				return jobError(args[0], err)
 			}
-			printJob(cmd.OutOrStdout(), &j)
+			printJob(cmd.OutOrStdout(), &s, time.Now())
 			return nil
 		},
 	})
 	var of outputFlags
 	wait := &cobra.Command{
 		Use:   "wait ID",
-		Short: "Wait until a job is done, then write its results in input order",
-		Args:  cobra.ExactArgs(1),
+		Short: "Wait until a job is done, writing its results in input order",
+		Long: `Write every result of job ID in input order, as they come: from the start
+of the job, whoever submitted it, and as often as asked while the job is
+kept.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{})
+			out, err := of.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			_, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			return waitAndWrite(cmd.Context(), cmd, conn, args[0], &of, true)
+			return waitAndWrite(cmd.Context(), cmd, conn, log, args[0], out, true)
 		},
 	}
 	of.add(wait)
@@ -61,65 +74,91 @@ func newJobCmd() *cobra.Command {
 		Short: "List the newest jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			jobs, err := conn.Store.Jobs(cmd.Context(), limit)
+			recs, err := producer.Jobs(cmd.Context(), conn.Queue, limit)
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%-26s  %-20s  %10s  %10s  %8s  %s\n", "ID", "CREATED", "LINES", "DONE", "FAILED", "STATE")
-			for _, j := range jobs {
-				fmt.Fprintf(w, "%-26s  %-20s  %10d  %10s  %8d  %s\n", j.ID, j.Created.UTC().Format("2006-01-02 15:04:05"),
-					j.Total, fmt.Sprintf("%d/%d", j.Done, j.Queued), j.Failed(), jobState(&j))
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tCREATED\tSTATE\tLINES\tQUEUED\tCACHED\tREPEATED\tINVALID\tFAILED")
+			for _, r := range recs {
+				failed := "-"
+				if r.State == job.Finished {
+					failed = fmt.Sprint(r.Failures())
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Created.UTC().Format("2006-01-02 15:04:05"),
+					r.State, r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid, failed)
 			}
-			return nil
+			return w.Flush()
 		},
 	}
 	list.Flags().IntVar(&limit, "limit", 20, "list at most `N` jobs")
 	cmd.AddCommand(list)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "rm ID...",
+		Short: "Remove jobs: their pending work, results and records",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			var errs []error
+			for _, id := range args {
+				if err := producer.Remove(cmd.Context(), conn.Queue, id); err != nil {
+					errs = append(errs, jobError(id, err))
+					continue
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "job %s removed\n", id)
+			}
+			return errors.Join(errs...)
+		},
+	})
 	return cmd
 }
 
-func jobState(j *cache.Job) string {
-	switch {
-	case j.IsFinished():
-		return "finished"
-	case j.Sealed:
-		return "running"
+// printJob prints a job's status for people.
+func printJob(w io.Writer, s *producer.Status, now time.Time) {
+	r := &s.Record
+	fmt.Fprintf(w, "job       %s\n", r.ID)
+	fmt.Fprintf(w, "state     %s\n", r.State)
+	if r.Error != "" {
+		fmt.Fprintf(w, "error     %s\n", r.Error)
 	}
-	return "publishing"
-}
-
-// printJob prints a job record for people.
-func printJob(w io.Writer, j *cache.Job) {
-	fmt.Fprintf(w, "job       %s\n", j.ID)
-	fmt.Fprintf(w, "state     %s\n", jobState(j))
-	fmt.Fprintf(w, "created   %s\n", j.Created.UTC().Format(time.RFC3339))
-	end := time.Now()
-	if j.IsFinished() {
-		end = j.Finished
-		fmt.Fprintf(w, "finished  %s\n", j.Finished.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "created   %s\n", r.Created.UTC().Format(time.RFC3339))
+	end := now
+	if !r.Finished.IsZero() {
+		end = r.Finished
+		fmt.Fprintf(w, "finished  %s\n", r.Finished.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(w, "lines     %d\n", j.Total)
+	fmt.Fprintf(w, "lines     %d: %d to the workers, %d cached, %d repeated, %d invalid\n",
+		r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid)
 	pct := 100.0
-	if j.Queued > 0 {
-		pct = 100 * float64(j.Done) / float64(j.Queued)
+	if r.Lines > 0 {
+		pct = 100 * float64(s.LinesDone) / float64(r.Lines)
 	}
-	fmt.Fprintf(w, "solved    %d of %d queued (%.1f%%) in %d batches\n", j.Done, j.Queued, pct, j.Batches)
-	if el := end.Sub(j.Created).Seconds(); el > 0 {
-		fmt.Fprintf(w, "rate      %.0f puzzles/s\n", float64(j.Done)/el)
+	total := fmt.Sprint(r.Batches)
+	if r.State == job.Publishing {
+		total += " so far"
+	}
+	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.LinesDone, r.Lines, pct, s.BatchesDone, total)
+	if el := end.Sub(r.Created).Seconds(); el > 0 && s.LinesDone > 0 {
+		fmt.Fprintf(w, "rate      %.0f lines/s\n", float64(s.LinesDone)/el)
 	}
 	var parts []string
-	sts := slices.Clone(result.Statuses)
-	for _, st := range sts {
-		if n := j.Counts[st]; n > 0 {
+	for _, st := range append(result.Statuses, job.RepeatStatus) {
+		if n := s.Counts[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
 	}
-	fmt.Fprintf(w, "results   %s (distinct puzzles)\n", strings.Join(parts, ", "))
-	fmt.Fprintf(w, "failed    %d\n", j.Failed())
+	if len(parts) == 0 {
+		parts = append(parts, "none yet")
+	}
+	fmt.Fprintf(w, "results   %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(w, "failed    %d\n", s.Failures())
 }

@@ -17,8 +17,9 @@ func isTerminal(w io.Writer) bool {
 
 // progress shows a progress bar of puzzles done on a terminal: done/total,
 // rate and time left when the total is known, a spinner with the count and
-// rate otherwise. A nil *progress shows nothing, so callers need not check
-// whether there is a terminal. Its methods are safe for concurrent use.
+// rate otherwise. A nil *progress, or one without a bar, shows nothing, so
+// callers need not check whether there is a terminal. Its methods are safe
+// for concurrent use.
 type progress struct {
 	bar *progressbar.ProgressBar
 }
@@ -49,7 +50,7 @@ func newProgress(w io.Writer, description string, total int) *progress {
 
 // Set shows done puzzles done.
 func (p *progress) Set(done int) {
-	if p == nil {
+	if p == nil || p.bar == nil {
 		return
 	}
 	// The only errors say the count went past a total counted beforehand
@@ -60,9 +61,26 @@ func (p *progress) Set(done int) {
 // Close removes the bar from the terminal, so that the lines printed next
 // start on a clean line.
 func (p *progress) Close() {
-	if p == nil {
+	if p == nil || p.bar == nil {
 		return
 	}
 	_ = p.bar.Finish()
 	_ = p.bar.Clear()
+}
+
+// SetTotal sets the number of puzzles expected, once it is known.
+func (p *progress) SetTotal(total int) {
+	if p == nil || p.bar == nil || total <= 0 {
+		return
+	}
+	p.bar.ChangeMax(total)
+}
+
+// Describe changes the text before the bar: what is being done, or what
+// is being waited for.
+func (p *progress) Describe(what string) {
+	if p == nil || p.bar == nil {
+		return
+	}
+	p.bar.Describe(what)
 }

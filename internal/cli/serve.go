@@ -53,7 +53,7 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 			}
 			oo := app.OpenOptions{}
 			if embedded {
-				oo = app.OpenOptions{Embedded: true, AllowMemoryStore: true}
+				oo = app.OpenOptions{Embedded: true, AllowMemoryCache: true}
 			}
 			conn, err := app.Open(ctx, cfg, oo, log)
 			if err != nil {
@@ -68,11 +68,11 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 			if err != nil {
 				return fmt.Errorf("serve: listen on serve.addr %s: %w", cfg.Serve.Addr, err)
 			}
-			srv, err := httpapi.New(conn.Queue, conn.Store, httpapi.Options{
+			srv, err := httpapi.New(conn.Queue, conn.Cache, httpapi.Options{
 				Token:          cfg.Serve.Token.Reveal(),
 				MaxBodyBytes:   cfg.Serve.MaxBodyBytes,
 				RequestTimeout: cfg.Serve.RequestTimeout,
-				Producer:       producerOptions(cfg, false, false),
+				Producer:       producerOptions(cfg, log, false, false),
 				CORSOrigins:    cors,
 				Logger:         log,
 			})
@@ -81,7 +81,7 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 				return err
 			}
 			defer srv.Close()
-			log.Info("sudoku serve starting", "embedded", embedded, "memory_store", conn.MemoryStore,
+			log.Info("sudoku serve starting", "embedded", embedded, "memory_cache", conn.MemoryCache,
 				"auth", cfg.Serve.Token != "", "config", cfg)
 			return srv.Serve(ctx, ln)
 		},

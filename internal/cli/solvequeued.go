@@ -11,10 +11,11 @@ import (
 )
 
 // solveQueued is sudoku solve without --local: the one-command start. It
-// starts an embedded NATS server with JetStream, uses Redis when it is
-// reachable (else a cache in memory), runs a worker pool in this process
-// and submits the file through the very same producer and worker code as a
-// distributed deployment, then writes the results like submit --wait.
+// starts an embedded NATS server with JetStream, uses Redis as the cache
+// when it is reachable (else a cache in memory), runs a worker pool in
+// this process and submits the file through the very same producer and
+// worker code as a distributed deployment, writing the results like
+// submit --wait.
 func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	ctx := cmd.Context()
 	in, name, _, err := openInput(cmd, args, false)
@@ -25,16 +26,22 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	if sameFile(f.out, name) {
 		return usageErrorf("--out %s is the input file", f.out)
 	}
-	cfg, log, conn, err := openConn(cmd, app.OpenOptions{Embedded: true, AllowMemoryStore: true})
+	of := outputFlags{format: f.format, out: f.out}
+	out, err := of.open(cmd)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cfg, log, conn, err := openConn(cmd, app.OpenOptions{Embedded: true, AllowMemoryCache: true})
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	store := "redis " + fmt.Sprint(cfg.Redis.Addrs)
-	if conn.MemoryStore {
+	if conn.MemoryCache {
 		store = "in-process cache"
 	}
-	log.Debug("solve: embedded NATS server", "store", store)
+	log.Debug("solve: embedded NATS server", "cache", store)
 
 	wopts := workerOptions(cfg, log)
 	wopts.Concurrency = max(f.workers, cfg.WorkerConcurrency())
@@ -42,7 +49,7 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	stopWorker := startLocalWorker(ctx, wopts, log, conn)
 	defer stopWorker()
 
-	p := producer.New(conn.JS, conn.Queue.Opts, conn.Store, producerOptions(cfg, false, f.first))
+	p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, false, f.first))
 	sub, err := p.Submit(ctx, input.NewReader(in))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -50,6 +57,5 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 		}
 		return fmt.Errorf("solve %s: %w", name, err)
 	}
-	of := outputFlags{format: f.format, out: f.out}
-	return waitAndWrite(ctx, cmd, conn, sub.ID, &of, conn.Embedded == nil)
+	return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, conn.Embedded == nil)
 }

@@ -22,14 +22,15 @@ func newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit [FILE|-]",
 		Short: "Submit a file of puzzles as a job to the workers",
-		Long: `Submit every puzzle of FILE (or standard input) as one job: each line is
-validated (bad lines are reported with their line numbers and get invalid
-results), puzzles already in the cache and repeated ones are not sent, the
-rest go to NATS JetStream in batches. Prints the job id.
+		Long: `Submit every puzzle of FILE (or standard input) as one job: each puzzle is
+validated (bad ones are reported with their line numbers and get invalid
+results), puzzles already in the cache and repeated ones are answered
+without a worker, the rest go to NATS JetStream in batches. The job's
+record and results live in JetStream; prints the job id.
 
-With --wait, stays until the job is done and writes the results in input
-order, like 'sudoku solve --local'. Interrupted while waiting, the job
-keeps running: 'sudoku job wait ID' collects it later.`,
+With --wait, stays until the job is done, writing the results in input
+order as they come, like 'sudoku solve --local'. Interrupted while waiting,
+the job keeps running: 'sudoku job wait ID' collects it later.`,
 		Example: `  sudoku submit puzzles.txt
   sudoku submit --wait --out solutions.txt puzzles.txt`,
 		Args: cobra.MaximumNArgs(1),
@@ -40,12 +41,24 @@ keeps running: 'sudoku job wait ID' collects it later.`,
 				return err
 			}
 			defer in.Close()
-			cfg, _, conn, err := openConn(cmd, app.OpenOptions{})
+			var out *output
+			if wait {
+				if sameFile(of.out, name) {
+					return usageErrorf("--out %s is the input file", of.out)
+				}
+				// Before submitting anything: a bad --out must not leave
+				// a job behind.
+				if out, err = of.open(cmd); err != nil {
+					return err
+				}
+				defer out.Close()
+			}
+			cfg, log, conn, err := openConn(cmd, app.OpenOptions{})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			p := producer.New(conn.JS, conn.Queue.Opts, conn.Store, producerOptions(cfg, force, first))
+			p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, force, first))
 			sub, err := p.Submit(ctx, input.NewReader(in))
 			if err != nil {
 				return fmt.Errorf("submit %s: %w", name, err)
@@ -55,7 +68,7 @@ keeps running: 'sudoku job wait ID' collects it later.`,
 				fmt.Fprintln(cmd.OutOrStdout(), sub.ID)
 				return nil
 			}
-			return waitAndWrite(ctx, cmd, conn, sub.ID, &of, true)
+			return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, true)
 		},
 	}
 	of.add(cmd)

@@ -22,15 +22,19 @@ func init() { addCommand(newWorkerCmd) }
 func newWorkerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a worker: pull batches from NATS JetStream, solve, cache results in Redis",
+		Short: "Run a worker: pull batches from NATS JetStream, solve, store the results",
 		Long: `Run one worker process. Any number of workers, on any number of
 machines, share the work of one durable JetStream consumer. Each batch is
-looked up in Redis, the misses are solved, the results written back, and
-only then is the message acknowledged.
+checked against its job's manifest, its puzzles looked up in the Redis
+cache (unless the producer did), the misses solved, the batch's results
+published to the results stream, and only then is the message
+acknowledged; the new solutions then go to Redis. Redis is only a cache:
+while it is down or full the worker solves without it. The worker also
+serves the NATS micro service "sudoku" (solve one puzzle on request).
 
 With metrics.addr set (--metrics-addr, SUDOKU_METRICS_ADDR), the worker
 serves Prometheus metrics on /metrics, liveness on /healthz and readiness
-(NATS connected, Redis answering) on /readyz at that address.
+(NATS connected) on /readyz at that address.
 
 On SIGINT or SIGTERM the worker stops pulling, finishes the batches in work
 within worker.shutdown_timeout (what is left is redelivered to others),
@@ -49,14 +53,15 @@ closes its connections and exits 0.`,
 			var srv *metrics.Server
 			if cfg.Metrics.Addr != "" {
 				m = metrics.NewWorker()
+				conn.Cache.SetOnError(m.CacheError)
+				m.SetCacheUp(func() bool { down, _ := conn.Cache.Down(); return conn.Cache.Enabled() && !down })
 				stopping := metrics.Check{Name: "worker", Func: func(context.Context) error {
 					if ctx.Err() != nil {
 						return errors.New("shutting down")
 					}
 					return nil
 				}}
-				h := metrics.Handler(m.Registry(), stopping, metrics.NATSCheck(conn.NC),
-					metrics.PingCheck("redis", conn.Store.Ping))
+				h := metrics.Handler(m.Registry(), stopping, metrics.NATSCheck(conn.NC))
 				// Bind before working, so a busy address fails the start.
 				if srv, err = metrics.Listen(cfg.Metrics.Addr, h); err != nil {
 					return fmt.Errorf("metrics.addr: %w", err)
@@ -67,7 +72,7 @@ closes its connections and exits 0.`,
 			if m != nil {
 				opts.Observer = m
 			}
-			w := worker.New(conn.NC, conn.Queue, conn.Store, opts)
+			w := worker.New(conn.NC, conn.Queue, conn.Cache, opts)
 			if srv == nil {
 				return w.Run(ctx)
 			}
@@ -100,8 +105,7 @@ func newWorkerHealthCmd() *cobra.Command {
 		Short: "Probe a running worker's /healthz (or /readyz): exit 0 if it answers 200",
 		Long: `Ask the worker serving on metrics.addr (--metrics-addr,
 SUDOKU_METRICS_ADDR, or the configuration file) whether it is alive
-(/healthz) or, with --ready, ready (/readyz: NATS connected and Redis
-answering), print the answer and exit 0 on 200, 1 otherwise. A wildcard
+(/healthz) or, with --ready, ready (/readyz: NATS connected), print the answer and exit 0 on 200, 1 otherwise. A wildcard
 host (0.0.0.0, ::) is asked on 127.0.0.1. It is the health check of the
 container image, which has no curl or wget.`,
 		Example: `  sudoku worker health --metrics-addr 127.0.0.1:9090
@@ -145,7 +149,7 @@ container image, which has no curl or wget.`,
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz (NATS and Redis reachable) instead of /healthz")
+	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz (NATS connected) instead of /healthz")
 	return cmd
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -41,14 +43,18 @@ const (
 	// CodeJobNotFinished (409): results asked for with wait=false before
 	// the job finished.
 	CodeJobNotFinished = "job_not_finished"
+	// CodeJobFailed (409): results asked for of a job whose submission
+	// failed; it has none.
+	CodeJobFailed = "job_failed"
 	// CodeTooLarge (413): the body is larger than serve.max_body_bytes.
 	CodeTooLarge = "too_large"
 	// CodeInternal (500): a bug; the server log has the details.
 	CodeInternal = "internal"
 	// CodeQueueUnavailable (503): NATS cannot be reached; retry later.
 	CodeQueueUnavailable = "queue_unavailable"
-	// CodeStoreUnavailable (503): Redis cannot be reached; retry later.
-	CodeStoreUnavailable = "store_unavailable"
+	// CodeCacheUnavailable (503): a cache lookup (GET /v1/solutions) while
+	// Redis cannot be reached; retry later.
+	CodeCacheUnavailable = "cache_unavailable"
 	// CodeSolveTimeout (504): no worker answered in time; retry later.
 	CodeSolveTimeout = "solve_timeout"
 )
@@ -163,9 +169,9 @@ func badPuzzle(err error) *Error {
 }
 
 // storeUnavailable is the 503 for a failed call to the result store.
-func storeUnavailable(err error) *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
-		Message: "the result store (Redis) is not answering; retry later", RetryAfter: retryAfter, Err: err}
+func cacheUnavailable(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeCacheUnavailable,
+		Message: "the result cache (Redis) is not answering; retry later, or POST /v1/solve", RetryAfter: retryAfter, Err: err}
 }
 
 // queueUnavailable is the 503 for a failed call to NATS.
@@ -174,22 +180,15 @@ func queueUnavailable(err error) *Error {
 		Message: "the queue (NATS JetStream) is not answering; retry later", RetryAfter: retryAfter, Err: err}
 }
 
-// dependencyError turns the error of an operation that used both NATS and
-// the store into the 503 of whichever is down, found by asking both; a
-// failure neither explains is a 500.
+// dependencyError turns the error of an operation on NATS into a 503 when
+// NATS is down or too slow; a failure that does not explain is a 500.
 func (s *Server) dependencyError(ctx context.Context, err error) *Error {
 	if !s.nc.IsConnected() {
 		return queueUnavailable(err)
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if perr := s.store.Ping(pctx); perr != nil {
-		return storeUnavailable(err)
-	}
-	if ctx.Err() != nil {
-		// Both answer now, but not within the request's time.
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeQueueUnavailable,
-			Message: "the queue or the store was too slow to answer in time; retry later", RetryAfter: retryAfter, Err: err}
+			Message: "the queue (NATS JetStream) was too slow to answer in time; retry later", RetryAfter: retryAfter, Err: err}
 	}
 	return internalError(err)
 }

@@ -12,11 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
-	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -37,8 +34,6 @@ type Submitted struct {
 	Repeated int64 `json:"repeated"`
 	Queued   int64 `json:"queued"`
 	Batches  int64 `json:"batches"`
-	// Finished is true when nothing needed a worker.
-	Finished bool `json:"finished"`
 	// InvalidLines are the first (up to 100) invalid lines: line number,
 	// text and why.
 	InvalidLines []InvalidLine `json:"invalid_lines"`
@@ -72,9 +67,9 @@ func jobLinks(id string) Links {
 // A body over MaxBodyBytes gets a 413, malformed JSON a 400. Bodies are
 // read up to spoolBytes (1 MiB) before the job is created, so such a
 // mistake in a small body leaves nothing behind; in a larger body it may
-// be found after the first batches were published: that job is left
-// unsealed (state "submitting" for ever, never finished) and a new one
-// must be submitted.
+// be found after the first batches were published: that job is marked
+// failed (its state says so, and its results end at once with an error)
+// and a new one must be submitted.
 func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	opts := s.opts.Producer
 	var err error
@@ -89,7 +84,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !s.nc.IsConnected() {
 		// Publishing would wait for a reconnection until the time is up.
-		return queueUnavailable(fmt.Errorf("nats: %s", s.nc.Status()))
+		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
 	}
 	var body io.Reader = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	ctx := r.Context()
@@ -133,10 +128,12 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 	}
-	p := producer.New(s.q.JS, s.q.Opts, s.store, opts)
+	opts.Logger = s.log
+	p := producer.New(s.q, s.cache, opts)
 	sub, err := p.Submit(ctx, input.NewReader(br))
 	if err != nil {
 		if e := bodyError(err); e != nil {
+			e.Details = map[string]any{"job": sub.ID, "job_state": string(job.Failed)}
 			return e
 		}
 		return s.dependencyError(ctx, err)
@@ -145,8 +142,8 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	out := Submitted{
 		ID: sub.ID, Lines: sub.Lines, Accepted: sub.Lines - sub.Invalid, Invalid: sub.Invalid,
 		Cached: sub.Cached, Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches,
-		Finished: sub.Finished, InvalidLines: make([]InvalidLine, 0, len(sub.InvalidLines)),
-		Links: jobLinks(sub.ID),
+		InvalidLines: make([]InvalidLine, 0, len(sub.InvalidLines)),
+		Links:        jobLinks(sub.ID),
 	}
 	for _, r := range sub.InvalidLines {
 		out.InvalidLines = append(out.InvalidLines, InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
@@ -243,108 +240,99 @@ func boolParam(r *http.Request, name string) (bool, error) {
 	return b, nil
 }
 
-// Job is a job's record as the API shows it.
+// Job is a job's record and progress as the API shows it.
 type Job struct {
 	ID string `json:"id"`
-	// State is "submitting" (batches are still being published; a job
-	// whose submission was cut short stays so), "running" or "finished".
+	// State is "publishing" (batches are still being published),
+	// "published" (every batch is out; results are coming in), "finished"
+	// (every result is in, and counted) or "failed" (the submission
+	// stopped; Error says why).
 	State string `json:"state"`
-	// Lines is the number of puzzle lines: the number of results.
-	Lines int64 `json:"lines"`
-	// Queued distinct puzzles went to the workers; Done of them have a
-	// result; Batches messages carried them.
-	Queued  int64 `json:"queued"`
-	Done    int64 `json:"done"`
-	Batches int64 `json:"batches"`
-	// Progress is Done/Queued, from 0 to 1 (1 once finished).
+	Error string `json:"error,omitempty"`
+	// Lines is the number of puzzle lines: the number of results. Of
+	// them, Invalid are not puzzles, Cached were answered from the cache,
+	// Repeated repeat an earlier line, and Queued went to the workers.
+	Lines    int64 `json:"lines"`
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	// Done lines have their result, in BatchesDone of Batches batches.
+	Done        int64 `json:"done"`
+	Batches     int64 `json:"batches"`
+	BatchesDone int64 `json:"batches_done"`
+	// Progress is Done/Lines, from 0 to 1 (1 once finished).
 	Progress float64 `json:"progress"`
-	// Rate is the workers' speed on this job so far, in puzzles per
-	// second: Done over the time since the job was created (until it
-	// finished).
+	// Rate is Done over the time since the job was created (until it
+	// finished), in lines per second.
 	Rate float64 `json:"rate"`
-	// Counts are the results by status, per distinct puzzle (cached and
-	// invalid ones included); Failed of them are not unique solutions.
-	Counts map[result.Status]int64 `json:"counts"`
-	Failed int64                   `json:"failed"`
-	// Created is when the job was submitted; Finished when its last result
-	// came in (absent until then); Elapsed the seconds in between (or
-	// until now).
+	// Counts are the results so far by status ("repeat": a repeated line
+	// whose original is in another batch, until the job finishes);
+	// Failed of them are not unique solutions.
+	Counts map[string]int64 `json:"counts"`
+	Failed int64            `json:"failed"`
+	// Created is when the job was submitted; Finished when its results
+	// were all collected (absent until then); Elapsed the seconds in
+	// between (or until now).
 	Created  time.Time  `json:"created"`
 	Finished *time.Time `json:"finished,omitempty"`
 	Elapsed  float64    `json:"elapsed_seconds"`
 	Links    Links      `json:"links"`
 }
 
-// jobView converts a job record, as of now.
-func jobView(j *cache.Job, now time.Time) Job {
-	v := Job{ID: j.ID, Lines: j.Total, Queued: j.Queued, Done: j.Done, Batches: j.Batches,
-		Counts: j.Counts, Failed: j.Failed(), Created: j.Created, Links: jobLinks(j.ID)}
-	if v.Counts == nil {
-		v.Counts = map[result.Status]int64{}
+// jobView converts a job's status, as of now.
+func jobView(st *producer.Status, now time.Time) Job {
+	r := &st.Record
+	v := Job{ID: r.ID, State: string(r.State), Error: r.Error, Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached,
+		Repeated: r.Repeated, Queued: r.Queued, Done: st.LinesDone, Batches: r.Batches, BatchesDone: st.BatchesDone,
+		Counts: map[string]int64{}, Failed: st.Failures(), Created: r.Created, Links: jobLinks(r.ID)}
+	for k, n := range st.Counts {
+		v.Counts[string(k)] = n
 	}
 	end := now
-	switch {
-	case j.IsFinished():
-		v.State = "finished"
-		f := j.Finished
+	if !r.Finished.IsZero() {
+		f := r.Finished
 		v.Finished, end = &f, f
+	}
+	switch {
+	case r.State == job.Finished:
 		v.Progress = 1
-	case !j.Sealed:
-		v.State = "submitting"
-	default:
-		v.State = "running"
+	case r.Lines > 0:
+		v.Progress = min(1, float64(v.Done)/float64(r.Lines))
 	}
-	if v.Progress == 0 && j.Queued > 0 {
-		v.Progress = min(1, float64(j.Done)/float64(j.Queued))
-	}
-	if !j.Created.IsZero() {
-		v.Elapsed = max(0, end.Sub(j.Created).Seconds())
+	if !r.Created.IsZero() {
+		v.Elapsed = max(0, end.Sub(r.Created).Seconds())
 		if v.Elapsed > 0 {
-			v.Rate = float64(j.Done) / v.Elapsed
+			v.Rate = float64(v.Done) / v.Elapsed
 		}
 	}
 	return v
 }
 
-// validJobID reports whether id can be a job id (producer.NewJobID: lower-
-// case base32hex), short enough to be a queue.Batch's.
-func validJobID(id string) bool {
-	if id == "" || len(id) > queue.MaxJobID {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'v') {
-			return false
-		}
-	}
-	return true
-}
-
-// job reads the record of the job named in r's path.
-func (s *Server) job(r *http.Request) (cache.Job, error) {
+// jobStatus reads the status of the job named in r's path.
+func (s *Server) jobStatus(r *http.Request) (producer.Status, error) {
 	id := r.PathValue("id")
-	if !validJobID(id) {
-		return cache.Job{}, errorf(http.StatusBadRequest, CodeBadJobID,
+	if !job.ValidID(id) {
+		return producer.Status{}, errorf(http.StatusBadRequest, CodeBadJobID,
 			"job id %q: want the id POST /v1/jobs returned (lower-case letters a-v and digits)", clip(id))
 	}
-	j, err := s.store.Job(r.Context(), id)
+	st, err := producer.JobStatus(r.Context(), s.q, id)
 	switch {
-	case errors.Is(err, cache.ErrJobNotFound):
-		return j, errorf(http.StatusNotFound, CodeJobNotFound, "no job %s (never submitted, or expired)", id)
+	case errors.Is(err, job.ErrNotFound):
+		return st, errorf(http.StatusNotFound, CodeJobNotFound, "no job %s (never submitted, removed, or expired)", id)
 	case err != nil:
-		return j, storeUnavailable(err)
+		return st, queueUnavailable(err)
 	}
-	return j, nil
+	return st, nil
 }
 
 // getJob answers GET /v1/jobs/{id}: the job's progress and counts.
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
-	j, err := s.job(r)
+	st, err := s.jobStatus(r)
 	if err != nil {
 		return err
 	}
-	v := jobView(&j, time.Now())
+	v := jobView(&st, time.Now())
 	writeJSON(w, http.StatusOK, &v)
 	return nil
 }
@@ -368,28 +356,36 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	jobs, err := s.store.Jobs(r.Context(), limit)
+	jobs, err := s.jobViews(r.Context(), limit)
 	if err != nil {
-		return storeUnavailable(err)
+		return queueUnavailable(err)
 	}
-	now := time.Now()
-	out := JobList{Jobs: make([]Job, len(jobs))}
-	for i := range jobs {
-		out.Jobs[i] = jobView(&jobs[i], now)
-	}
-	writeJSON(w, http.StatusOK, &out)
+	writeJSON(w, http.StatusOK, &JobList{Jobs: jobs})
 	return nil
 }
 
-// resultChunk is how many lines getResults reads per round trip.
-const resultChunk = 1024
-
-// resultsPoll is how often getResults reads the job when no completion
-// event wakes it; resultsWake the least time between two reads.
-const (
-	resultsPoll = time.Second
-	resultsWake = 100 * time.Millisecond
-)
+// jobViews returns the newest jobs' views; the progress of the jobs not
+// finished is tallied from their results.
+func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
+	recs, err := producer.Jobs(ctx, s.q, limit)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]Job, 0, len(recs))
+	for _, rec := range recs {
+		st := producer.Status{Record: rec}
+		if rec.State != job.Finished {
+			if got, err := producer.JobStatus(ctx, s.q, rec.ID); err == nil {
+				st = got
+			}
+		} else {
+			st.BatchesDone, st.LinesDone, st.Counts = rec.Batches, rec.Lines, job.Counts(rec.Counts)
+		}
+		out = append(out, jobView(&st, now))
+	}
+	return out, nil
+}
 
 // writeTimeout bounds each write of a stream: a client that does not read
 // for that long is dropped.
@@ -401,13 +397,10 @@ const writeTimeout = time.Minute
 // prints). Results are sent as soon as every line before them has one, so
 // a client reads a long job as it progresses; the answer ends when the
 // job is finished. With ?wait=false, a job not finished yet gets a 409
-// instead.
-//
-// A line whose result is missing from the cache once the job is finished
-// (evicted) is reported as gave_up with producer.ErrMissing's message, as
-// `sudoku job wait` does. If the store fails for longer than
-// RequestTimeout once the answer has begun, it is cut short (no final
-// chunk), so the client cannot take it for complete.
+// instead; so does a failed job. The results come from JetStream
+// (producer.Follow), as `sudoku job wait` reads them. If the stream breaks
+// once the answer has begun, it is cut short (no final chunk), so the
+// client cannot take it for complete.
 func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	format := result.JSONL
@@ -426,29 +419,23 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	j, err := s.job(r)
+	st, err := s.jobStatus(r)
 	if err != nil {
 		return err
 	}
-	if !wait && !j.IsFinished() {
-		return errorf(http.StatusConflict, CodeJobNotFinished, "job %s is not finished: %d of %d puzzles done",
-			j.ID, j.Done, j.Queued)
+	id := st.Record.ID
+	if st.Record.State == job.Failed {
+		return errorf(http.StatusConflict, CodeJobFailed, "job %s failed and has no results: %s", id, st.Record.Error)
+	}
+	if !wait && st.Record.State != job.Finished && !(st.Record.State == job.Published && st.BatchesDone == st.Record.Batches) {
+		return errorf(http.StatusConflict, CodeJobNotFinished, "job %s is not finished: %d of %d lines done",
+			id, st.LinesDone, st.Record.Lines)
 	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.streams, cancel)
 	defer stop()
-	wake := make(chan struct{}, 1)
-	sub, err := s.nc.Subscribe(s.q.Opts.EventSubject(j.ID), func(*nats.Msg) {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	if err == nil {
-		defer func() { _ = sub.Unsubscribe() }()
-	}
 
 	h := w.Header()
 	h.Set("Content-Type", contentType)
@@ -465,89 +452,25 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 		return rc.Flush()
 	}
 	_ = flush()
-
-	var next int64        // lines sent
-	var failing time.Time // when the store began to fail, zero while it answers
-	for {
-		finished := j.IsFinished()
-		n, err := s.sendResults(ctx, j.ID, next, finished, out)
-		next += n
-		if n > 0 {
-			if err := flush(); err != nil {
-				return nil // the client went away
-			}
+	var werr error // the client's
+	_, err = producer.Follow(ctx, s.q, id, func(res result.Result) error {
+		if err := out.Write(res); err != nil {
+			werr = err
+			return err
 		}
-		switch {
-		case err != nil && (ctx.Err() != nil || errors.Is(err, errClientGone)):
-			return nil
-		case err != nil:
-			if failing.IsZero() {
-				failing = time.Now()
-			} else if time.Since(failing) > s.opts.RequestTimeout {
-				return storeUnavailable(err)
-			}
-		case finished:
-			return nil
-		default:
-			failing = time.Time{}
+		return nil
+	}, producer.FollowOptions{Full: format == result.JSONL, Logger: s.log, Progress: func(producer.Progress) {
+		if werr == nil {
+			werr = flush()
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-			time.Sleep(resultsWake)
-		case <-time.After(resultsPoll):
-		}
-		nj, err := s.store.Job(ctx, j.ID)
-		if err == nil {
-			j = nj
-		}
+	}})
+	switch {
+	case werr != nil || ctx.Err() != nil:
+		return nil // the client went away, or the server is stopping
+	case err != nil:
+		s.log.Warn("httpapi: results stream cut short", "job", id, "err", err)
+		panic(http.ErrAbortHandler) // no final chunk: the client sees the answer is incomplete
 	}
-}
-
-// errClientGone is matched by the errors of writes to a client.
-var errClientGone = errors.New("httpapi: writing to the client")
-
-// sendResults writes the results of job id from line index from on, in
-// order, up to the first line without a result (or, when finished, to
-// the end, missing results as gave_up), and returns how many it wrote.
-func (s *Server) sendResults(ctx context.Context, id string, from int64, finished bool, out *result.Writer) (int64, error) {
-	var sent int64
-	for {
-		order, err := s.store.Order(ctx, id, from+sent, resultChunk)
-		if err != nil || len(order) == 0 {
-			return sent, err
-		}
-		keys := make([]string, len(order))
-		for i, e := range order {
-			keys[i] = e.Key
-		}
-		rs, err := s.store.Get(ctx, keys)
-		if err != nil {
-			return sent, err
-		}
-		for i, rp := range rs {
-			var res result.Result
-			switch {
-			case rp != nil:
-				res = *rp
-			case !finished:
-				return sent, nil
-			default:
-				res = result.Result{Key: keys[i], Status: result.StatusGaveUp, Error: producer.ErrMissing.Error()}
-			}
-			// As producer.Results does.
-			res.Line = order[i].Line
-			if res.Status == result.StatusInvalid {
-				res.Key = ""
-			}
-			if err := out.Write(res); err != nil {
-				return sent, fmt.Errorf("%w: %w", errClientGone, err)
-			}
-			sent++
-		}
-		if len(order) < resultChunk {
-			return sent, nil
-		}
-	}
+	_ = flush()
+	return nil
 }

@@ -32,14 +32,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
-// Store is what the API needs of the result store: *cache.Redis and
-// *cache.Memory have it.
-type Store interface {
-	producer.Store
-	Jobs(ctx context.Context, limit int) ([]cache.Job, error)
-	Ping(ctx context.Context) error
-}
-
 // Options tune a Server. The zero value works: no token, CORS off, the
 // defaults of configs/sudoku.yaml.
 type Options struct {
@@ -112,7 +104,7 @@ func (o *Options) defaults() {
 type Server struct {
 	nc      *nats.Conn
 	q       *queue.Queue
-	store   Store
+	cache   *cache.Guard
 	opts    Options
 	log     *slog.Logger
 	metrics *apiMetrics
@@ -130,15 +122,15 @@ type Server struct {
 	closeOnce  sync.Once
 }
 
-// New returns a server for the queue q (set up with queue.Setup) and
-// store, and starts its statistics: it subscribes to the workers'
-// completion events. Close stops them.
-func New(q *queue.Queue, store Store, opts Options) (*Server, error) {
+// New returns a server for the queue q (set up with queue.Setup) and the
+// cache c, and starts its statistics: it subscribes to the workers'
+// events. Close stops them.
+func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	opts.defaults()
 	s := &Server{
 		nc:      q.JS.Conn(),
 		q:       q,
-		store:   store,
+		cache:   c,
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(),
@@ -163,7 +155,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
 // Close ends the streams in progress and stops the statistics. It does
-// not close the queue or the store. It is safe to call twice.
+// not close the queue or the cache. It is safe to call twice.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.endStreams()
@@ -346,17 +338,19 @@ func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// getReadyz says whether NATS and the store answer.
-func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
+// getReadyz says whether NATS is connected (Redis is only a cache: the
+// API works without it, slower). The answer tells the cache's state too.
+func (s *Server) getReadyz(w http.ResponseWriter, _ *http.Request) error {
 	if !s.nc.IsConnected() {
-		return queueUnavailable(fmt.Errorf("nats: %s", s.nc.Status()))
+		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
 	}
-	if err := s.store.Ping(ctx); err != nil {
-		return storeUnavailable(err)
+	c := "up"
+	if down, _ := s.cache.Down(); down {
+		c = "down"
+	} else if !s.cache.Enabled() {
+		c = "none"
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "cache": c})
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -30,6 +32,13 @@ type Solution struct {
 	Cached bool `json:"cached"`
 }
 
+// solution wraps r, its Cached flag in the answer.
+func solution(r result.Result) *Solution {
+	c := r.Cached
+	r.Cached = false
+	return &Solution{Result: r, Cached: c}
+}
+
 // solveRequest is the JSON body of POST /v1/solve.
 type solveRequest struct {
 	Puzzle *string `json:"puzzle"`
@@ -37,8 +46,9 @@ type solveRequest struct {
 
 // postSolve answers POST /v1/solve: one puzzle, from the body (the
 // puzzle's text in any accepted format, or JSON {"puzzle": "..."}). It
-// answers from the cache, else has a worker solve it on the interactive
-// path and waits up to SolveTimeout.
+// answers from the cache, else asks the workers' solve endpoint (NATS
+// request/reply, ahead of any bulk job) and waits up to SolveTimeout. A
+// cache that is down is only a miss.
 func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 	text, err := s.readPuzzle(w, r)
 	if err != nil {
@@ -50,21 +60,21 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := g.Key()
 	ctx := r.Context()
-	cached, err := s.lookup(ctx, key)
-	if err != nil {
-		return err
-	}
+	cached, _ := s.lookup(ctx, key)
 	if cached != nil {
-		writeJSON(w, http.StatusOK, &Solution{Result: *cached, Cached: true})
+		writeJSON(w, http.StatusOK, solution(*cached))
 		return nil
 	}
 	if !s.nc.IsConnected() {
-		return queueUnavailable(fmt.Errorf("nats: %s", s.nc.Status()))
+		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.SolveTimeout)
 	defer cancel()
-	res, err := producer.SolveInteractive(sctx, s.q.JS, s.q.Opts, g.String())
+	res, err := producer.Solve(sctx, s.nc, s.q.Opts, g.String(), false)
+	var se *queue.ServiceError
 	switch {
+	case errors.As(err, &se) && se.Code == queue.CodeInvalidPuzzle:
+		return errorf(http.StatusBadRequest, CodeBadPuzzle, "%s", se.Description)
 	case errors.Is(err, producer.ErrNoAnswer):
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodeSolveTimeout,
 			Message:    fmt.Sprintf("no worker answered within %s (are workers running?); retry later", s.opts.SolveTimeout),
@@ -73,29 +83,39 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 		return queueUnavailable(err)
 	}
 	res.Line = 0
+	if !res.Cached {
+		s.metrics.cacheLookups(0, 1)
+	}
 	s.hot.add(key, res)
-	writeJSON(w, http.StatusOK, &Solution{Result: res})
+	writeJSON(w, http.StatusOK, solution(res))
 	return nil
 }
 
 // lookup returns the cached result of key, or nil: from the hot cache,
-// else from the store. It counts the lookup as a hit or a miss.
+// else from the cache. It counts a hit; the error says the cache did not
+// answer.
 func (s *Server) lookup(ctx context.Context, key string) (*result.Result, error) {
 	if r, ok := s.hot.get(key); ok {
 		s.metrics.cacheLookups(1, 0)
+		r.Cached = true
 		return &r, nil
 	}
-	rs, err := s.store.Get(ctx, []string{key})
+	k, err := job.ParseKey(key)
 	if err != nil {
-		return nil, storeUnavailable(err)
+		return nil, errorf(http.StatusBadRequest, CodeBadKey, "%v", err)
 	}
-	if rs[0] == nil {
-		s.metrics.cacheLookups(0, 1)
+	hits, ok := s.cache.Lookup(ctx, []job.Key{k})
+	if !ok {
+		return nil, cacheUnavailable(errors.New("Redis is down or not configured"))
+	}
+	if hits[0] == nil {
 		return nil, nil
 	}
 	s.metrics.cacheLookups(1, 0)
-	s.hot.add(key, *rs[0])
-	return rs[0], nil
+	r := hits[0].Result(0, key)
+	r.Cached = true
+	s.hot.add(key, r)
+	return &r, nil
 }
 
 // readPuzzle returns the puzzle in the body of r: the body itself, or its
@@ -177,10 +197,11 @@ func (s *Server) writeCached(w http.ResponseWriter, r *http.Request, key string)
 		return err
 	}
 	if cached == nil {
+		s.metrics.cacheLookups(0, 1)
 		return errorf(http.StatusNotFound, CodeSolutionNotFound,
 			"no cached result for key %s (POST /v1/solve to solve it)", key)
 	}
-	writeJSON(w, http.StatusOK, &Solution{Result: *cached, Cached: true})
+	writeJSON(w, http.StatusOK, solution(*cached))
 	return nil
 }
 

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
 // Stats is the service at a glance, as the dashboard shows it: the
@@ -21,18 +23,18 @@ type Stats struct {
 	// IntervalSeconds is the period of the figures and of the events.
 	IntervalSeconds float64 `json:"interval_seconds"`
 	// SolvedPerSecond is the rate of puzzles the workers completed (all
-	// jobs, interactive ones included) over the last period; SolvedTotal
+	// jobs, single puzzles included) over the last period; SolvedTotal
 	// counts them since this server started. Both come from the workers'
-	// completion events.
+	// events.
 	SolvedPerSecond float64 `json:"solved_per_second"`
 	SolvedTotal     int64   `json:"solved_total"`
 	// History is SolvedPerSecond over the last periods, oldest first (up
 	// to Options.StatsHistory of them). Only GET /v1/stats and the first
 	// event of a stream carry it; later events add one value each.
 	History []float64 `json:"history,omitempty"`
-	// Workers is the number of workers online, estimated from the
-	// JetStream consumers (see QueueStats.Workers); absent when NATS does
-	// not answer.
+	// Workers is the number of worker processes online: the instances of
+	// the NATS micro service "sudoku" that answered a ping; absent when
+	// NATS does not answer.
 	Workers *int `json:"workers"`
 	// Queue describes the queue; absent, with QueueError saying why, when
 	// NATS does not answer.
@@ -40,16 +42,16 @@ type Stats struct {
 	QueueError string      `json:"queue_error,omitempty"`
 	// Cache is the hit ratio of the lookups this API process made.
 	Cache CacheStats `json:"cache"`
-	// Jobs are the newest jobs, newest first; absent, with StoreError
-	// saying why, when the store does not answer.
-	Jobs       []Job  `json:"jobs"`
-	StoreError string `json:"store_error,omitempty"`
+	// Jobs are the newest jobs, newest first; absent, with JobsError
+	// saying why, when JetStream does not answer.
+	Jobs      []Job  `json:"jobs"`
+	JobsError string `json:"jobs_error,omitempty"`
 }
 
-// QueueStats are the JetStream consumers' figures.
+// QueueStats are the work consumer's figures.
 type QueueStats struct {
-	// Pending is the number of batches (messages) waiting for a worker, on
-	// the bulk and interactive consumers together (NumPending).
+	// Pending is the number of batches (messages) waiting for a worker
+	// (NumPending).
 	Pending uint64 `json:"pending"`
 	// AckPending is the number of batches delivered to workers and not yet
 	// acknowledged: the batches in work (NumAckPending).
@@ -58,17 +60,9 @@ type QueueStats struct {
 	// yet acknowledged (NumRedelivered): a worker died, timed out or
 	// handed them back.
 	Redelivered int `json:"redelivered"`
-	// Waiting is the number of pull requests the workers have waiting on
-	// the bulk consumer (NumWaiting).
+	// Waiting is the number of pull requests the workers have waiting
+	// (NumWaiting).
 	Waiting int `json:"waiting"`
-	// InteractiveWaiting is the same on the interactive consumer. Each
-	// worker keeps one pull request waiting there while it is online (it
-	// only fills when someone waits for a single puzzle), so this is the
-	// estimate of the workers online. JetStream does not list the clients
-	// of a consumer; the estimate can be off by one for a second while a
-	// worker renews its request, and counts a worker that died without
-	// closing its connection until its request expires (30s).
-	InteractiveWaiting int `json:"interactive_waiting"`
 }
 
 // CacheStats count the puzzles this API process looked up in the cache
@@ -106,15 +100,13 @@ func newStatsHub(s *Server) (*statsHub, error) {
 	h := &statsHub{s: s, clients: map[chan []byte]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	h.sub, err = s.nc.Subscribe(s.q.Opts.EventSubject("*"), func(m *nats.Msg) {
-		var ev struct {
-			N int64 `json:"n"`
-		}
+		var ev queue.Event
 		if json.Unmarshal(m.Data, &ev) == nil && ev.N > 0 {
-			h.solved.Add(ev.N)
+			h.solved.Add(int64(ev.N))
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: subscribe to completion events: %w", err)
+		return nil, fmt.Errorf("subscribe to the workers' events: %w", err)
 	}
 	go h.run()
 	return h, nil
@@ -229,43 +221,62 @@ func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
 			return
 		}
 		st.Queue = qs
-		st.Workers = &qs.InteractiveWaiting
-	}()
-	jobs, err := h.s.store.Jobs(ctx, dashboardJobs)
-	if err != nil {
-		st.StoreError = "the store (Redis) is not answering"
-	} else {
-		now := time.Now()
-		st.Jobs = make([]Job, len(jobs))
-		for i := range jobs {
-			st.Jobs[i] = jobView(&jobs[i], now)
+		n, err := h.workers(ctx)
+		if err == nil {
+			st.Workers = &n
 		}
+	}()
+	jobs, err := h.s.jobViews(ctx, dashboardJobs)
+	if err != nil {
+		st.JobsError = "JetStream is not answering: " + err.Error()
+	} else {
+		st.Jobs = jobs
 	}
 	wg.Wait()
 	return st
 }
 
-// queueStats asks the two consumers for their figures.
+// queueStats asks the work consumer for its figures.
 func (h *statsHub) queueStats(ctx context.Context) (*QueueStats, error) {
 	if !h.s.nc.IsConnected() {
-		return nil, fmt.Errorf("httpapi: nats %s", h.s.nc.Status())
+		return nil, fmt.Errorf("NATS: %s", h.s.nc.Status())
 	}
-	var infos [2]*jetstream.ConsumerInfo
-	for i, c := range []jetstream.Consumer{h.s.q.Bulk, h.s.q.Interactive} {
-		info, err := c.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("httpapi: consumer info: %w", err)
+	b, err := h.s.q.Work.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("consumer info: %w", err)
+	}
+	return &QueueStats{Pending: b.NumPending, AckPending: b.NumAckPending, Redelivered: b.NumRedelivered,
+		Waiting: b.NumWaiting}, nil
+}
+
+// pingWait is how long workers counts the answers to its ping.
+const pingWait = 250 * time.Millisecond
+
+// workers counts the instances of the micro service that answer a ping
+// within pingWait: the worker processes online.
+func (h *statsHub) workers(ctx context.Context) (int, error) {
+	subject, err := micro.ControlSubject(micro.PingVerb, queue.ServiceName, "")
+	if err != nil {
+		return 0, err
+	}
+	inbox := nats.NewInbox()
+	sub, err := h.s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := h.s.nc.PublishRequest(subject, inbox, nil); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingWait)
+	defer cancel()
+	n := 0
+	for {
+		if _, err := sub.NextMsgWithContext(ctx); err != nil {
+			return n, nil
 		}
-		infos[i] = info
+		n++
 	}
-	b, in := infos[0], infos[1]
-	return &QueueStats{
-		Pending:            b.NumPending + in.NumPending,
-		AckPending:         b.NumAckPending + in.NumAckPending,
-		Redelivered:        b.NumRedelivered + in.NumRedelivered,
-		Waiting:            b.NumWaiting,
-		InteractiveWaiting: in.NumWaiting,
-	}, nil
 }
 
 // getStats answers GET /v1/stats: the figures now, with the rate history.

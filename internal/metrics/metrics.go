@@ -16,8 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/cache"
-	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
@@ -32,16 +31,18 @@ var outcomes = []string{"acked", "nak", "dead_letter", "abandoned"}
 const (
 	// KindDecode: a message that does not decode (dead-lettered).
 	KindDecode = "decode"
-	// KindCorrupt: a cached value that does not decode.
-	KindCorrupt = "corrupt_cache"
-	// KindStore: the result store failed (the batch is nak'ed, or
+	// KindRejected: a batch its job's producer did not publish: unknown
+	// job, index out of range, or a digest that differs from the
+	// manifest's (dead-lettered).
+	KindRejected = "rejected"
+	// KindJetStream: JetStream failed (the batch is nak'ed, or
 	// dead-lettered on its last delivery).
-	KindStore = "store"
+	KindJetStream = "jetstream"
 	// KindShutdown: the batch was handed back because the worker stopped.
 	KindShutdown = "shutdown"
 )
 
-var kinds = []string{KindDecode, KindCorrupt, KindStore, KindShutdown}
+var kinds = []string{KindDecode, KindRejected, KindJetStream, KindShutdown}
 
 // solveBuckets are the upper bounds of sudoku_solve_seconds.
 var solveBuckets = []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
@@ -63,8 +64,10 @@ var statuses = []result.Status{result.StatusUnique, result.StatusMultiple, resul
 //	batch_duration_seconds{queue}  histogram of delivery-to-ack time, queue bulk or interactive
 //	redeliveries_total             messages handled that had been delivered before
 //	batches_total{outcome}         messages handled: acked, nak, dead_letter, abandoned
-//	errors_total{kind}             messages not acked, by kind (decode, corrupt_cache, store, shutdown)
+//	errors_total{kind}             messages not acked, by kind (decode, rejected, jetstream, shutdown)
 //	in_flight                      messages being handled now
+//	cache_errors_total{op}         failed calls to the cache (get, put): each a miss or a dropped write
+//	cache_up                       1 while the cache answers lookups, 0 during an outage (or with none)
 //
 // Puzzles and cache counts only count acked batches, so after a job they
 // add up to its size even when batches were nak'ed and redelivered; solve
@@ -81,7 +84,9 @@ type Worker struct {
 	redeliveries prometheus.Counter
 	batches      *prometheus.CounterVec
 	errors       *prometheus.CounterVec
+	cacheErrors  *prometheus.CounterVec
 	inFlight     atomic.Pointer[func() int64]
+	cacheUp      atomic.Pointer[func() bool]
 }
 
 var _ worker.Observer = (*Worker)(nil)
@@ -140,8 +145,22 @@ func NewWorker() *Worker {
 		return 0
 	})
 
+	m.cacheErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "cache_errors_total",
+		Help: "Failed calls to the result cache, by operation: a lookup that missed, or a write dropped.",
+	}, []string{"op"})
+	cacheUp := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "cache_up",
+		Help: "1 while the result cache answers lookups, 0 during an outage or without a cache.",
+	}, func() float64 {
+		if f := m.cacheUp.Load(); f != nil && (*f)() {
+			return 1
+		}
+		return 0
+	})
+
 	m.reg.MustRegister(m.puzzles, m.cacheHits, m.cacheMisses, m.solveSeconds, m.batchSeconds,
-		m.redeliveries, m.batches, m.errors, inFlight,
+		m.redeliveries, m.batches, m.errors, inFlight, m.cacheErrors, cacheUp,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -154,6 +173,8 @@ func NewWorker() *Worker {
 	for _, k := range kinds {
 		m.errors.WithLabelValues(k)
 	}
+	m.cacheErrors.WithLabelValues("get")
+	m.cacheErrors.WithLabelValues("put")
 	m.batchSeconds.WithLabelValues("bulk")
 	m.batchSeconds.WithLabelValues("interactive")
 	return m
@@ -182,7 +203,7 @@ func (m *Worker) Batch(s *worker.BatchStats) {
 	for _, d := range s.SolveTimes {
 		m.solveSeconds.Observe(d.Seconds())
 	}
-	if s.Outcome != "acked" {
+	if s.Outcome != worker.OutcomeAcked {
 		m.errors.WithLabelValues(errorKind(s)).Inc()
 		return
 	}
@@ -195,14 +216,23 @@ func (m *Worker) Batch(s *worker.BatchStats) {
 
 // errorKind classifies why a message was not acked.
 func errorKind(s *worker.BatchStats) string {
+	var re *worker.RejectError
 	switch {
-	case errors.Is(s.Err, queue.ErrDecode):
+	case errors.Is(s.Err, job.ErrDecode):
 		return KindDecode
-	case errors.Is(s.Err, cache.ErrCorrupt):
-		return KindCorrupt
-	case s.Outcome == "abandoned" || errors.Is(s.Err, context.Canceled):
+	case errors.As(s.Err, &re):
+		return KindRejected
+	case s.Outcome == worker.OutcomeAbandoned || errors.Is(s.Err, context.Canceled):
 		return KindShutdown
 	default:
-		return KindStore
+		return KindJetStream
 	}
 }
+
+// CacheError counts a failed call to the cache; pass it as
+// cache.GuardOptions.OnError.
+func (m *Worker) CacheError(op string, _ error) { m.cacheErrors.WithLabelValues(op).Inc() }
+
+// SetCacheUp sets the function the sudoku_cache_up gauge reads at each
+// scrape.
+func (m *Worker) SetCacheUp(f func() bool) { m.cacheUp.Store(&f) }

@@ -1,18 +1,45 @@
+// Package queue holds where sudoku-queue keeps things in NATS JetStream:
+// the work stream and its consumer, the results stream, the jobs bucket
+// (job records and manifests), the dead-letter stream, every subject and
+// header name, and the dead letters' form. The bodies of the messages are
+// internal/job's.
+//
+// # Subjects
+//
+// Under the prefix P (default "sudoku"):
+//
+//	P.jobs.bulk.<job>         work batches (work stream, work-queue retention)
+//	P.results.<job>.<batch>   a batch's results (results stream, one message
+//	                          per subject, kept for Retention)
+//	P.dlq.<reason>            dead letters (dead-letter stream)
+//	P.solve                   one puzzle, request/reply (the workers' NATS
+//	                          micro service "sudoku")
+//	P.events.<job>            a worker's note of each batch done (core NATS,
+//	                          not stored: for dashboards)
+//
+// The jobs bucket (a JetStream key-value bucket) holds "<job>", the job's
+// record, and "<job>.m.<chunk>", its manifests.
 package queue
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
 
-// Options describe the streams and consumers. Setup creates or updates
-// them to match, so every process started with the same Options agrees.
+// Options describe the streams, the bucket and the consumer. Setup creates
+// or updates them to match, so every process started with the same
+// Options agrees.
 type Options struct {
-	// Stream is the work stream's name (default "SUDOKU").
+	// Stream is the work stream's name (default "SUDOKU"); the results
+	// stream is Stream+"_RESULTS" and the jobs bucket Stream+"_JOBS".
 	Stream string
 	// Prefix starts every subject (default "sudoku").
 	Prefix string
@@ -20,13 +47,15 @@ type Options struct {
 	Replicas int
 	// Memory selects memory storage instead of files.
 	Memory bool
-	// MaxAge drops unprocessed messages older than this (0: never).
+	// MaxAge drops unprocessed work older than this (0: never).
 	MaxAge time.Duration
+	// Retention is how long a job's record and results are kept (0:
+	// until removed with 'sudoku job rm').
+	Retention time.Duration
 	// MaxMsgBytes bounds a message's size (0: the server's limit).
 	MaxMsgBytes int32
-	// Consumer is the durable consumers' base name (default
-	// "sudoku-workers"); the bulk consumer adds "-bulk", the interactive one
-	// "-interactive".
+	// Consumer is the durable consumer's base name (default
+	// "sudoku-workers"); the bulk consumer adds "-bulk".
 	Consumer string
 	// AckWait is how long a delivered message may go without an ack or an
 	// InProgress before it is delivered again (default 30s).
@@ -74,46 +103,89 @@ func (o *Options) defaults() {
 	}
 }
 
-// Subjects under the prefix P (default "sudoku"):
-//
-//	P.jobs.bulk         batches of bulk jobs (work stream)
-//	P.jobs.interactive  single puzzles someone waits for (work stream)
-//	P.events.<job id>   completion events, core NATS (not stored)
-//	P.dlq.<reason>      dead letters (dead-letter stream)
+// ResultsStream is the results stream's name.
+func (o Options) ResultsStream() string { o.defaults(); return o.Stream + "_RESULTS" }
 
-// BulkSubject is the subject of bulk batches.
-func (o Options) BulkSubject() string { o.defaults(); return o.Prefix + ".jobs.bulk" }
+// JobsBucket is the jobs bucket's name.
+func (o Options) JobsBucket() string { o.defaults(); return o.Stream + "_JOBS" }
 
-// InteractiveSubject is the subject of interactive requests.
-func (o Options) InteractiveSubject() string { o.defaults(); return o.Prefix + ".jobs.interactive" }
+// WorkSubject is the subject of a job's work batches.
+func (o Options) WorkSubject(jobID string) string {
+	o.defaults()
+	return o.Prefix + ".jobs.bulk." + jobID
+}
 
-// EventSubject is the subject of a job's completion events.
+// WorkFilter matches every work subject.
+func (o Options) WorkFilter() string { o.defaults(); return o.Prefix + ".jobs.bulk.>" }
+
+// ResultSubject is the subject of the results of batch index of a job.
+func (o Options) ResultSubject(jobID string, index uint64) string {
+	o.defaults()
+	return o.Prefix + ".results." + jobID + "." + strconv.FormatUint(index, 10)
+}
+
+// ResultsFilter matches the subjects of every result of a job.
+func (o Options) ResultsFilter(jobID string) string {
+	o.defaults()
+	return o.Prefix + ".results." + jobID + ".>"
+}
+
+// DLQSubject is the subject of dead letters with a reason (one of the
+// Reason constants).
+func (o Options) DLQSubject(reason string) string { o.defaults(); return o.Prefix + ".dlq." + reason }
+
+// EventSubject is the subject of the events of a job ("*" for every job):
+// core NATS, not stored.
 func (o Options) EventSubject(jobID string) string {
 	o.defaults()
 	return o.Prefix + ".events." + jobID
 }
 
-// DLQSubject is the subject of dead letters with a reason (a token such as
-// "undecodable" or "max_deliver").
-func (o Options) DLQSubject(reason string) string { o.defaults(); return o.Prefix + ".dlq." + reason }
-
-// Queue is a set-up work stream with its consumers.
-type Queue struct {
-	JS          jetstream.JetStream
-	Opts        Options
-	Bulk        jetstream.Consumer
-	Interactive jetstream.Consumer
+// Event is what a worker publishes on EventSubject after each batch it
+// acks, and after each puzzle of the solve endpoint (Job "", Batch 0): a
+// hint for dashboards, never needed for correctness (it is not stored).
+type Event struct {
+	Job   string `json:"job"`
+	Batch uint64 `json:"batch"`
+	// N is the number of puzzles the batch held.
+	N int `json:"n"`
 }
 
-// Setup creates or updates the work stream, the dead-letter stream and the
-// two durable pull consumers. It is idempotent: every worker and producer
-// calls it at start-up.
+// SolveSubject is the subject of the micro service's solve endpoint.
+func (o Options) SolveSubject() string { o.defaults(); return o.Prefix + ".solve" }
+
+// ServiceName is the name of the workers' NATS micro service.
+const ServiceName = "sudoku"
+
+// Headers, each owned here.
+const (
+	// HdrCounts on a results message: its items by status, as
+	// job.Counts.String writes them.
+	HdrCounts = "Sudoku-Counts"
+)
+
+// Queue is the set-up JetStream side of the service.
+type Queue struct {
+	JS   jetstream.JetStream
+	Opts Options
+	// Work is the durable pull consumer the workers share.
+	Work jetstream.Consumer
+	// Results is the results stream.
+	Results jetstream.Stream
+	// Jobs is the jobs bucket.
+	Jobs jetstream.KeyValue
+}
+
+// Setup creates or updates the work stream and its consumer, the results
+// stream, the jobs bucket and the dead-letter stream. It is idempotent:
+// every worker and producer calls it at start-up.
 func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, error) {
 	o.defaults()
 	storage := jetstream.FileStorage
 	if o.Memory {
 		storage = jetstream.MemoryStorage
 	}
+	q := &Queue{JS: js, Opts: o}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        o.Stream,
 		Description: "sudoku-queue: batches of puzzles to solve",
@@ -128,6 +200,24 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 	}); err != nil {
 		return nil, fmt.Errorf("queue: create stream %s: %w", o.Stream, err)
 	}
+	var err error
+	q.Results, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        o.ResultsStream(),
+		Description: "sudoku-queue: the results of each job, one message per batch",
+		Subjects:    []string{o.Prefix + ".results.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage,
+		Replicas:    o.Replicas,
+		MaxAge:      o.Retention,
+		// One message per batch: the workers publish with an expected
+		// last sequence of 0 for the subject, so the first result stays.
+		MaxMsgsPerSubject: 1,
+		AllowDirect:       true,
+		Duplicates:        o.Duplicates,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: create stream %s: %w", o.ResultsStream(), err)
+	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        o.DLQStream,
 		Description: "sudoku-queue: messages that could not be processed",
@@ -138,44 +228,82 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 	}); err != nil {
 		return nil, fmt.Errorf("queue: create stream %s: %w", o.DLQStream, err)
 	}
-	q := &Queue{JS: js, Opts: o}
-	var err error
-	if q.Bulk, err = q.consumer(ctx, "-bulk", o.BulkSubject()); err != nil {
-		return nil, err
+	kvStorage := jetstream.FileStorage
+	if o.Memory {
+		kvStorage = jetstream.MemoryStorage
 	}
-	if q.Interactive, err = q.consumer(ctx, "-interactive", o.InteractiveSubject()); err != nil {
-		return nil, err
+	if q.Jobs, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      o.JobsBucket(),
+		Description: "sudoku-queue: job records and manifests",
+		History:     1,
+		TTL:         o.Retention,
+		Storage:     kvStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, fmt.Errorf("queue: create bucket %s: %w", o.JobsBucket(), err)
 	}
-	return q, nil
-}
-
-func (q *Queue) consumer(ctx context.Context, suffix, subject string) (jetstream.Consumer, error) {
-	o := q.Opts
-	name := o.Consumer + suffix
-	c, err := q.JS.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
+	name := o.Consumer + "-bulk"
+	if q.Work, err = js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "sudoku-queue workers, shared by every worker process",
-		FilterSubject: subject,
+		FilterSubject: o.WorkFilter(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       o.AckWait,
 		MaxDeliver:    o.MaxDeliver,
 		MaxAckPending: o.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("queue: create consumer %s on %s: %w", name, o.Stream, err)
 	}
-	return c, nil
+	return q, nil
 }
 
-// Delete removes the streams (and so their consumers); tests use it to
-// clean up. Streams that do not exist are not an error.
+// Delete removes the streams and the bucket (and so the consumers); tests
+// use it to clean up. What does not exist is not an error.
 func (q *Queue) Delete(ctx context.Context) error {
 	var errs []error
-	for _, s := range []string{q.Opts.Stream, q.Opts.DLQStream} {
+	for _, s := range []string{q.Opts.Stream, q.Opts.ResultsStream(), q.Opts.DLQStream} {
 		if err := q.JS.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}
 	}
+	if err := q.JS.DeleteKeyValue(ctx, q.Opts.JobsBucket()); err != nil &&
+		!errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// WorkMsg builds the message of a work batch: on the job's work subject,
+// with the batch's id as Nats-Msg-Id, so that JetStream drops a batch
+// published twice within the duplicate window.
+func (o Options) WorkMsg(b *job.Batch) *nats.Msg {
+	m := nats.NewMsg(o.WorkSubject(b.Job))
+	m.Data = b.AppendWork(make([]byte, 0, 64+(job.PackedLen+2)*len(b.Items)))
+	m.Header.Set(nats.MsgIdHdr, b.ID())
+	return m
+}
+
+// ResultsMsg builds the message of a results batch (b.Digest set, every
+// item answered): on its own subject, with its counts in HdrCounts.
+// Publish it with ExpectResults.
+func (o Options) ResultsMsg(b *job.Batch) *nats.Msg {
+	m := nats.NewMsg(o.ResultSubject(b.Job, b.Index))
+	m.Data = b.AppendResults(make([]byte, 0, 64+60*len(b.Items)))
+	m.Header.Set(HdrCounts, job.CountItems(b.Items).String())
+	return m
+}
+
+// ExpectResults is the publish option of a results message: its subject
+// must hold no message yet, so the first results of a batch stay.
+func ExpectResults() jetstream.PublishOpt { return jetstream.WithExpectLastSequencePerSubject(0) }
+
+// IsWrongLastSequence reports whether err is JetStream's refusal of a
+// publish whose expected last subject sequence did not match (10071, or
+// 10164 from a replicated stream): for a results message, the batch's
+// results are there already.
+func IsWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

@@ -51,8 +51,8 @@ func (s Status) Valid() bool {
 // The Error texts of the statuses that are not failures of the input but
 // answers about it.
 const (
-	msgMultiple = "multiple solutions"
-	msgNone     = "no solution"
+	MsgMultiple = "multiple solutions"
+	MsgNone     = "no solution"
 )
 
 // Result is the record of one puzzle. The zero value is not meaningful;
@@ -79,6 +79,9 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 	// Guesses counts the search's branch points (solver.Result.Guesses).
 	Guesses int64 `json:"guesses"`
+	// Cached is set when the result came from the cache rather than a
+	// search made for this request.
+	Cached bool `json:"cached,omitempty"`
 }
 
 // OK reports whether r is an answer a user asked for: a unique solution,
@@ -126,10 +129,10 @@ func FromSolveKey(g *solver.Grid, key string, r solver.Result, err error) Result
 	case solver.Multiple:
 		res.Status = StatusMultiple
 		res.Solution = r.Solution.Digits()
-		res.Error = msgMultiple
+		res.Error = MsgMultiple
 	case solver.None:
 		res.Status = StatusNone
-		res.Error = msgNone
+		res.Error = MsgNone
 	default:
 		res.Status = StatusGaveUp
 		res.Error = "solver: unknown status " + r.Status.String()

@@ -1,0 +1,335 @@
+package job
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// Format versions of the two batch messages.
+const (
+	WorkVersion    = 2
+	ResultsVersion = 1
+)
+
+// Flags of a batch.
+const (
+	// FlagCacheChecked: the producer looked every Solve item up in the
+	// cache and found none, so the worker goes straight to solving.
+	FlagCacheChecked uint64 = 1 << iota
+	// FlagFirstSolution: stop at the first solution instead of proving
+	// uniqueness.
+	FlagFirstSolution
+)
+
+// Limits of a batch.
+const (
+	// MaxBatch is the most items one batch may carry.
+	MaxBatch = 100_000
+	// MaxJobID is the longest job id, in bytes.
+	MaxJobID = 64
+	// RepeatWindow is the farthest back a Repeat item may point: a reader
+	// keeps the outcomes of this many items to resolve them.
+	RepeatWindow = 1 << 16
+)
+
+// DigestLen is the length of a batch digest.
+const DigestLen = 16
+
+// Digest identifies a batch's content (see the package doc).
+type Digest [DigestLen]byte
+
+// String returns the digest in hex.
+func (d Digest) String() string { return fmt.Sprintf("%x", d[:]) }
+
+// Kind is the kind of an item.
+type Kind uint8
+
+// The item kinds.
+const (
+	// Solve: a puzzle for a worker (Item.Grid).
+	Solve Kind = 1
+	// Repeat: the same puzzle as the item Item.Back items earlier.
+	Repeat Kind = 2
+	// Known: a result already known (Item.Outcome).
+	Known Kind = 3
+)
+
+// Batch is a run of consecutive items of one job: the body of a work
+// message or of a results message.
+type Batch struct {
+	Job   string
+	Index uint64 // batch index within the job, from 0
+	First uint64 // the job-wide index of the first item
+	Flags uint64
+	// Digest is, in a results batch, the digest of the work batch it
+	// answers; Append computes it for a work batch.
+	Digest Digest
+	Items  []Item
+}
+
+// Item is one puzzle line of a job.
+type Item struct {
+	Line    int // the input line, from 1
+	Kind    Kind
+	Grid    solver.Grid // Solve: the puzzle as given (not validated)
+	Back    uint64      // Repeat: how many items back
+	Outcome Outcome     // Known
+}
+
+// ID returns "<job>.<index>": the batch's Nats-Msg-Id.
+func (b *Batch) ID() string { return b.Job + "." + strconv.FormatUint(b.Index, 10) }
+
+// Manifested reports whether b is a batch of a job with a manifest (not
+// an interactive request).
+func (b *Batch) Manifested() bool { return b.Job != "" }
+
+// AppendWork appends b encoded as a work batch to dst.
+func (b *Batch) AppendWork(dst []byte) []byte { return b.append(dst, WorkVersion) }
+
+// AppendResults appends b encoded as a results batch, with b.Digest, to
+// dst. Solve items have no place there: encoding one panics.
+func (b *Batch) AppendResults(dst []byte) []byte { return b.append(dst, ResultsVersion) }
+
+func (b *Batch) append(dst []byte, version byte) []byte {
+	dst = append(dst, version)
+	dst = binary.AppendUvarint(dst, b.Flags)
+	dst = appendString(dst, b.Job)
+	dst = binary.AppendUvarint(dst, b.Index)
+	dst = binary.AppendUvarint(dst, b.First)
+	dst = binary.AppendUvarint(dst, uint64(len(b.Items)))
+	if version == ResultsVersion {
+		dst = append(dst, b.Digest[:]...)
+	}
+	prev := 0
+	for i := range b.Items {
+		it := &b.Items[i]
+		dst = binary.AppendUvarint(dst, uint64(it.Line-prev))
+		prev = it.Line
+		dst = append(dst, byte(it.Kind))
+		switch it.Kind {
+		case Solve:
+			if version == ResultsVersion {
+				panic("job: a Solve item in a results batch")
+			}
+			dst = AppendPacked(dst, &it.Grid)
+		case Repeat:
+			dst = binary.AppendUvarint(dst, it.Back)
+		case Known:
+			dst = AppendOutcome(dst, &it.Outcome)
+		default:
+			panic(fmt.Sprintf("job: item of kind %d", it.Kind))
+		}
+	}
+	return dst
+}
+
+// ErrDecode is matched (errors.Is) by every error the decoders return.
+var ErrDecode = errors.New("job: undecodable message")
+
+// DecodeError says where and why a body did not decode.
+type DecodeError struct {
+	Offset int    // byte offset in the body
+	Reason string // what was wrong there
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("job: undecodable message at byte %d: %s", e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrDecode) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
+
+// DecodeWork decodes a work batch. Every error is a *DecodeError.
+func DecodeWork(data []byte) (Batch, error) { return decodeBatch(data, WorkVersion) }
+
+// DecodeResults decodes a results batch. Every error is a *DecodeError.
+func DecodeResults(data []byte) (Batch, error) { return decodeBatch(data, ResultsVersion) }
+
+func decodeBatch(data []byte, version byte) (Batch, error) {
+	var b Batch
+	d := decoder{data: data}
+	v := d.byte("format version")
+	if d.err == nil && v != version {
+		d.off = 0
+		d.fail(fmt.Sprintf("format version %d, want %d", v, version))
+	}
+	b.Flags = d.uvarint("flags")
+	b.Job = d.str(MaxJobID, "job id")
+	if d.err == nil && !ValidID(b.Job) {
+		d.fail(fmt.Sprintf("job id %q is not one NewID makes", b.Job))
+	}
+	b.Index = d.uvarint("batch index")
+	b.First = d.uvarint("first item index")
+	n := d.uvarint("item count")
+	if d.err == nil && (n == 0 || n > MaxBatch) {
+		d.fail(fmt.Sprintf("%d items, want 1-%d", n, MaxBatch))
+	}
+	// Each item takes at least three bytes: bound the allocation by the
+	// body's size.
+	if d.err == nil && n > uint64(len(data)-d.off)/3 {
+		d.fail(fmt.Sprintf("%d items cannot fit in the %d bytes left", n, len(data)-d.off))
+	}
+	if version == ResultsVersion {
+		copy(b.Digest[:], d.bytes(DigestLen, "digest"))
+	}
+	if d.err != nil {
+		return Batch{}, d.err
+	}
+	b.Items = make([]Item, n)
+	line := uint64(0)
+	for i := range b.Items {
+		it := &b.Items[i]
+		line += d.uvarint("line delta")
+		if d.err == nil && line > 1<<40 {
+			d.fail("line number out of range")
+		}
+		it.Line = int(line)
+		it.Kind = Kind(d.byte("item kind"))
+		switch {
+		case d.err != nil:
+		case it.Kind == Solve && version == WorkVersion:
+			it.Grid = d.grid("puzzle")
+		case it.Kind == Repeat:
+			it.Back = d.uvarint("repeat distance")
+			if d.err == nil && (it.Back == 0 || it.Back > RepeatWindow || it.Back > b.First+uint64(i)) {
+				d.fail(fmt.Sprintf("item %d repeats the item %d back", i, it.Back))
+			}
+		case it.Kind == Known:
+			it.Outcome = d.outcome()
+		default:
+			d.fail(fmt.Sprintf("item %d of kind %d", i, it.Kind))
+		}
+		if d.err != nil {
+			return Batch{}, d.err
+		}
+	}
+	if d.off != len(data) {
+		return Batch{}, &DecodeError{d.off, fmt.Sprintf("%d bytes after the last item", len(data)-d.off)}
+	}
+	return b, nil
+}
+
+// ComputeDigest returns the digest of b's items (see the package doc): the
+// same for a work batch and the results batch that answers it.
+func (b *Batch) ComputeDigest() Digest {
+	h := sha256.New()
+	buf := make([]byte, 0, 64+PackedLen*len(b.Items))
+	buf = appendString(buf, b.Job)
+	buf = binary.AppendUvarint(buf, b.Index)
+	buf = binary.AppendUvarint(buf, b.First)
+	buf = binary.AppendUvarint(buf, uint64(len(b.Items)))
+	prev := 0
+	for i := range b.Items {
+		it := &b.Items[i]
+		buf = binary.AppendUvarint(buf, uint64(it.Line-prev))
+		prev = it.Line
+		switch {
+		case it.Kind == Solve:
+			buf = append(buf, 'p')
+			buf = AppendPacked(buf, &it.Grid)
+		case it.Kind == Repeat:
+			buf = append(buf, 'r')
+			buf = binary.AppendUvarint(buf, it.Back)
+		case it.Outcome.Status == result.StatusInvalid:
+			buf = append(buf, 't')
+			buf = appendString(buf, it.Outcome.Text)
+		default:
+			buf = append(buf, 'p')
+			buf = AppendPacked(buf, &it.Outcome.Puzzle)
+		}
+		if len(buf) > 32<<10 {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	h.Write(buf)
+	var d Digest
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// decoder reads a body, keeping the first error.
+type decoder struct {
+	data []byte
+	off  int
+	err  error
+}
+
+func (d *decoder) fail(reason string) {
+	if d.err == nil {
+		d.err = &DecodeError{d.off, reason}
+	}
+}
+
+func (d *decoder) byte(what string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.data) {
+		d.fail("missing " + what)
+		return 0
+	}
+	b := d.data[d.off]
+	d.off++
+	return b
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.data[d.off:])
+	if n <= 0 {
+		d.fail("bad or missing " + what)
+		return 0
+	}
+	if n > 1 && d.data[d.off+n-1] == 0 { // one encoding per number
+		d.fail("padded " + what)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) bytes(n int, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.data)-d.off {
+		d.fail(fmt.Sprintf("%s of %d bytes runs past the end", what, n))
+		return nil
+	}
+	b := d.data[d.off : d.off+n]
+	d.off += n
+	return b
+}
+
+func (d *decoder) str(limit int, what string) string {
+	n := d.uvarint(what + " length")
+	if d.err == nil && n > uint64(limit) {
+		d.fail(fmt.Sprintf("%s of %d bytes, at most %d", what, n, limit))
+	}
+	if d.err != nil {
+		return ""
+	}
+	return string(d.bytes(int(n), what))
+}
+
+func (d *decoder) grid(what string) solver.Grid {
+	b := d.bytes(PackedLen, what)
+	if d.err != nil {
+		return solver.Grid{}
+	}
+	g, err := Unpack(b)
+	if err != nil {
+		d.off -= PackedLen
+		d.fail(what + ": " + err.Error())
+	}
+	return g
+}

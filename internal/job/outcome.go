@@ -1,0 +1,306 @@
+package job
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// PackedLen is the length of a packed grid.
+const PackedLen = 41
+
+// maskLen is the length of a givens mask: 81 bits.
+const maskLen = 11
+
+// AppendPacked appends g packed to dst: two cells a byte, the first cell
+// in the high nibble, 0 for a blank; the last byte's low nibble is 0.
+func AppendPacked(dst []byte, g *solver.Grid) []byte {
+	for i := 0; i < 80; i += 2 {
+		dst = append(dst, g[i]<<4|g[i+1])
+	}
+	return append(dst, g[80]<<4)
+}
+
+// Unpack reverses AppendPacked. It checks the length and that the spare
+// nibble is 0; a cell above 9 is left for solver's Validate to report.
+func Unpack(p []byte) (solver.Grid, error) {
+	var g solver.Grid
+	if len(p) != PackedLen {
+		return g, fmt.Errorf("job: packed grid of %d bytes, want %d", len(p), PackedLen)
+	}
+	if p[40]&15 != 0 {
+		return g, errors.New("job: packed grid with a spare nibble set")
+	}
+	for i := 0; i < 40; i++ {
+		g[2*i], g[2*i+1] = p[i]>>4, p[i]&15
+	}
+	g[80] = p[40] >> 4
+	return g, nil
+}
+
+// Outcome is the result of one item in the compact form that batches and
+// the cache carry. Unlike result.Result it holds grids, not text, and no
+// line or key: Result adds them.
+type Outcome struct {
+	Status result.Status
+	// Cached is set on a result the producer or worker found in the
+	// cache rather than solved.
+	Cached  bool
+	Guesses int64
+	// Puzzle is the puzzle (every status but invalid).
+	Puzzle solver.Grid
+	// Solution is set for unique, solved and multiple.
+	Solution solver.Grid
+	// Text is the input of an invalid item, as given (at most
+	// solver.MaxInputLen bytes).
+	Text string
+	// Error is the reason of an invalid or gave_up result; the other
+	// statuses' reasons follow from the status.
+	Error string
+}
+
+// Status codes of the compact form.
+const (
+	codeUnique   = 1
+	codeSolved   = 2
+	codeMultiple = 3
+	codeNone     = 4
+	codeGaveUp   = 5
+	codeInvalid  = 6
+	cachedBit    = 0x80
+)
+
+var statusCode = map[result.Status]byte{
+	result.StatusUnique: codeUnique, result.StatusSolved: codeSolved, result.StatusMultiple: codeMultiple,
+	result.StatusNone: codeNone, result.StatusGaveUp: codeGaveUp, result.StatusInvalid: codeInvalid,
+}
+
+var codeStatus = [...]result.Status{codeUnique: result.StatusUnique, codeSolved: result.StatusSolved,
+	codeMultiple: result.StatusMultiple, codeNone: result.StatusNone, codeGaveUp: result.StatusGaveUp,
+	codeInvalid: result.StatusInvalid}
+
+// HasSolution reports whether results of status st carry a solution.
+func HasSolution(st result.Status) bool {
+	return st == result.StatusUnique || st == result.StatusSolved || st == result.StatusMultiple
+}
+
+// AppendOutcome appends the compact form of o to dst. An unknown status
+// is encoded as gave_up with an error that names it.
+func AppendOutcome(dst []byte, o *Outcome) []byte {
+	code, ok := statusCode[o.Status]
+	errText := o.Error
+	if !ok {
+		code, errText = codeGaveUp, fmt.Sprintf("job: unknown status %q", o.Status)
+	}
+	b := code
+	if o.Cached {
+		b |= cachedBit
+	}
+	dst = append(dst, b)
+	dst = binary.AppendUvarint(dst, uint64(max(o.Guesses, 0)))
+	switch code {
+	case codeUnique, codeSolved, codeMultiple:
+		var mask [maskLen]byte
+		for i, v := range o.Puzzle {
+			if v != 0 {
+				mask[i>>3] |= 1 << (i & 7)
+			}
+		}
+		dst = append(dst, mask[:]...)
+		dst = AppendPacked(dst, &o.Solution)
+	case codeNone:
+		dst = AppendPacked(dst, &o.Puzzle)
+	case codeGaveUp:
+		dst = AppendPacked(dst, &o.Puzzle)
+		dst = appendString(dst, errText)
+	case codeInvalid:
+		dst = appendString(dst, o.Text)
+		dst = appendString(dst, errText)
+	}
+	return dst
+}
+
+// EncodeOutcome is AppendOutcome to a new slice.
+func EncodeOutcome(o *Outcome) []byte { return AppendOutcome(nil, o) }
+
+// DecodeOutcome decodes a whole compact outcome, as the cache stores it.
+func DecodeOutcome(data []byte) (Outcome, error) {
+	d := decoder{data: data}
+	o := d.outcome()
+	if d.err == nil && d.off != len(data) {
+		d.fail(fmt.Sprintf("%d bytes after the outcome", len(data)-d.off))
+	}
+	return o, d.err
+}
+
+// FromResult converts a result (as result.FromSolve builds it) to its
+// compact form. The grids come from r's Puzzle and Solution text; it fails
+// on a result whose puzzle or solution is not 81 cells.
+func FromResult(r *result.Result) (Outcome, error) {
+	o := Outcome{Status: r.Status, Cached: r.Cached, Guesses: r.Guesses}
+	switch r.Status {
+	case result.StatusInvalid:
+		o.Text, o.Error = r.Puzzle, r.Error
+		return o, nil
+	case result.StatusGaveUp:
+		o.Error = r.Error
+	}
+	var err error
+	if o.Puzzle, err = solver.Parse(r.Puzzle); err != nil {
+		return o, fmt.Errorf("job: result puzzle: %w", err)
+	}
+	if HasSolution(r.Status) {
+		if o.Solution, err = solver.Parse(r.Solution); err != nil {
+			return o, fmt.Errorf("job: result solution: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// FromSolve builds the outcome of solving g: r and err as Solver.Solve
+// returned them.
+func FromSolve(g *solver.Grid, r solver.Result, err error) Outcome {
+	o := Outcome{Puzzle: *g, Guesses: r.Guesses}
+	if err != nil {
+		var pe *solver.ParseError
+		if errors.As(err, &pe) {
+			return Outcome{Status: result.StatusInvalid, Text: g.String(), Error: err.Error()}
+		}
+		o.Status, o.Error = result.StatusGaveUp, err.Error()
+		return o
+	}
+	switch r.Status {
+	case solver.Unique:
+		o.Status, o.Solution = result.StatusUnique, r.Solution
+	case solver.Solved:
+		o.Status, o.Solution = result.StatusSolved, r.Solution
+	case solver.Multiple:
+		o.Status, o.Solution = result.StatusMultiple, r.Solution
+	case solver.None:
+		o.Status = result.StatusNone
+	default:
+		o.Status, o.Error = result.StatusGaveUp, "solver: unknown status "+r.Status.String()
+	}
+	return o
+}
+
+// Result converts o to the record commands print, with the input line
+// and, for a valid puzzle, its key (solver.Grid.Key of o.Puzzle; "" leaves
+// it out).
+func (o *Outcome) Result(line int, key string) result.Result {
+	r := o.Brief(line)
+	if o.Status != result.StatusInvalid {
+		r.Puzzle, r.Key = o.Puzzle.String(), key
+	}
+	return r
+}
+
+// Brief is Result without the puzzle and key: what a text output shows.
+func (o *Outcome) Brief(line int) result.Result {
+	r := result.Result{Line: line, Status: o.Status, Guesses: o.Guesses, Cached: o.Cached, Error: o.Error}
+	switch o.Status {
+	case result.StatusUnique, result.StatusSolved:
+		r.Solution = o.Solution.Digits()
+	case result.StatusMultiple:
+		r.Solution, r.Error = o.Solution.Digits(), result.MsgMultiple
+	case result.StatusNone:
+		r.Error = result.MsgNone
+	case result.StatusInvalid:
+		r.Puzzle = o.Text
+	}
+	return r
+}
+
+// Answers reports whether o answers a request for its puzzle in the given
+// mode: any solution or proof of none does in first-solution mode; a
+// count-to-two request needs unique, multiple or none (a "solved" found in
+// first-solution mode does not say whether it is unique). Gave_up and
+// invalid never do.
+func (o *Outcome) Answers(first bool) bool {
+	switch o.Status {
+	case result.StatusUnique, result.StatusMultiple, result.StatusNone:
+		return true
+	case result.StatusSolved:
+		return first
+	}
+	return false
+}
+
+// Check verifies what can be verified of o without solving: a solution is
+// complete, follows the rules and agrees with the givens. It returns nil
+// for the statuses without a solution.
+func (o *Outcome) Check() error {
+	if !HasSolution(o.Status) {
+		return nil
+	}
+	for i, v := range o.Solution {
+		if v < 1 || v > 9 {
+			return fmt.Errorf("job: solution cell %s is %d", solver.CellName(i), v)
+		}
+		if p := o.Puzzle[i]; p != 0 && p != v {
+			return fmt.Errorf("job: solution cell %s is %d, the given is %d", solver.CellName(i), v, p)
+		}
+	}
+	if err := o.Solution.Validate(); err != nil {
+		return fmt.Errorf("job: solution breaks the rules: %w", err)
+	}
+	return nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// outcome reads a compact outcome at d's offset.
+func (d *decoder) outcome() Outcome {
+	var o Outcome
+	b := d.byte("status")
+	if d.err != nil {
+		return o
+	}
+	code := b &^ cachedBit
+	if code == 0 || int(code) >= len(codeStatus) {
+		d.fail(fmt.Sprintf("unknown status code %d", code))
+		return o
+	}
+	o.Status, o.Cached = codeStatus[code], b&cachedBit != 0
+	g := d.uvarint("guesses")
+	if g > 1<<62 {
+		d.fail("guesses out of range")
+	}
+	o.Guesses = int64(g)
+	switch code {
+	case codeUnique, codeSolved, codeMultiple:
+		mask := d.bytes(maskLen, "givens mask")
+		sol := d.grid("solution")
+		if d.err != nil {
+			return o
+		}
+		if mask[maskLen-1]>>1 != 0 {
+			d.fail("givens mask with bits past cell 81")
+			return o
+		}
+		o.Solution = sol
+		for i := range o.Puzzle {
+			if mask[i>>3]&(1<<(i&7)) != 0 {
+				o.Puzzle[i] = sol[i]
+			}
+		}
+	case codeNone:
+		o.Puzzle = d.grid("puzzle")
+	case codeGaveUp:
+		o.Puzzle = d.grid("puzzle")
+		o.Error = d.str(maxErrorLen, "error")
+	case codeInvalid:
+		o.Text = d.str(solver.MaxInputLen, "input text")
+		o.Error = d.str(maxErrorLen, "error")
+	}
+	return o
+}
+
+// maxErrorLen bounds an error text in the compact form.
+const maxErrorLen = 4096

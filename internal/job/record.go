@@ -1,0 +1,185 @@
+package job
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+)
+
+// recordVersion is the version of the record's JSON.
+const recordVersion = 1
+
+// State is where a job is in its life.
+type State string
+
+// The states of a job, in order. A job moves forward only.
+const (
+	// Publishing: its producer is reading the input and publishing
+	// batches; Batches and the counts grow.
+	Publishing State = "publishing"
+	// Published: every batch is published; the counts are final.
+	Published State = "published"
+	// Finished: every batch has its results, and Counts holds the
+	// results by status.
+	Finished State = "finished"
+	// Failed: the submission stopped before every batch was published
+	// (Error says why); the job will never finish.
+	Failed State = "failed"
+)
+
+// Options are what a job was asked to do.
+type Options struct {
+	// FirstSolution: stop at each puzzle's first solution.
+	FirstSolution bool `json:"first_solution,omitempty"`
+	// Force: solve every puzzle, even those in the cache.
+	Force bool `json:"force,omitempty"`
+	// BatchSize: items per batch.
+	BatchSize int `json:"batch_size"`
+}
+
+// Record is a job's record, kept in the jobs bucket under the job's id as
+// JSON.
+type Record struct {
+	// V is the record's format version.
+	V       int     `json:"v"`
+	ID      string  `json:"id"`
+	State   State   `json:"state"`
+	Options Options `json:"options"`
+	// Lines is the number of items: puzzle lines of the input, one
+	// result each.
+	Lines int64 `json:"lines"`
+	// Of the lines, Invalid are not puzzles, Cached were answered from
+	// the cache, Repeated repeat an earlier line's puzzle (see
+	// RepeatWindow), and Queued went to the workers.
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	// Batches is the number of batches published (final once Published).
+	Batches int64 `json:"batches"`
+	// Counts are the results by status, one per line, repeats included;
+	// set when the job is Finished.
+	Counts map[result.Status]int64 `json:"counts,omitempty"`
+	// Error says why a Failed job failed.
+	Error    string    `json:"error,omitempty"`
+	Created  time.Time `json:"created"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// Encode returns the stored form of r.
+func (r *Record) Encode() []byte {
+	r.V = recordVersion
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // no field of Record can fail to encode
+	}
+	return b
+}
+
+// DecodeRecord decodes a stored record.
+func DecodeRecord(data []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("job: record: %w", err)
+	}
+	if r.V != recordVersion {
+		return r, fmt.Errorf("job: record of version %d, want %d", r.V, recordVersion)
+	}
+	if !ValidID(r.ID) {
+		return r, fmt.Errorf("job: record with id %q", r.ID)
+	}
+	return r, nil
+}
+
+// Failures returns the number of lines without a unique (or, in
+// first-solution mode, any) solution; valid once the job is finished.
+func (r *Record) Failures() int64 {
+	var n int64
+	for st, c := range r.Counts {
+		if st != result.StatusUnique && st != result.StatusSolved {
+			n += c
+		}
+	}
+	return n
+}
+
+// NewID returns a new job id: 26 characters of lower-case base32hex,
+// sortable by creation time (the first 48 bits are Unix milliseconds) and
+// unique (80 random bits).
+func NewID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	return strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// IDTime returns the creation time NewID put into id, to the millisecond.
+func IDTime(id string) (time.Time, error) {
+	b, err := base32.HexEncoding.WithPadding(base32.NoPadding).DecodeString(strings.ToUpper(id))
+	if err != nil || len(b) != 16 {
+		return time.Time{}, fmt.Errorf("job: %q is not a job id", id)
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]) >> 16)), nil
+}
+
+// Counts are results by status, plus the count of repeats that a batch
+// could not resolve itself: what the Counts header of a results message
+// carries.
+type Counts map[result.Status]int64
+
+// RepeatStatus counts Repeat items in a batch's Counts: their status is
+// that of an item in another batch.
+const RepeatStatus result.Status = "repeat"
+
+// CountItems counts the items of a results batch by status.
+func CountItems(items []Item) Counts {
+	c := Counts{}
+	for i := range items {
+		if items[i].Kind == Repeat {
+			c[RepeatStatus]++
+		} else {
+			c[items[i].Outcome.Status]++
+		}
+	}
+	return c
+}
+
+// String returns c as "gave_up=1 unique=250", sorted by status.
+func (c Counts) String() string {
+	var b strings.Builder
+	for _, st := range slices.Sorted(maps.Keys(c)) {
+		if c[st] == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(string(st))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatInt(c[st], 10))
+	}
+	return b.String()
+}
+
+// ParseCounts parses what Counts.String returns.
+func ParseCounts(s string) (Counts, error) {
+	c := Counts{}
+	for _, f := range strings.Fields(s) {
+		k, v, ok := strings.Cut(f, "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if st := result.Status(k); !ok || err != nil || n < 0 || (!st.Valid() && st != RepeatStatus) {
+			return nil, fmt.Errorf("job: bad counts %q", s)
+		}
+		c[result.Status(k)] += n
+	}
+	return c, nil
+}

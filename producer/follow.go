@@ -1,0 +1,464 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+)
+
+// ErrJobFailed is matched by the error of Follow for a job whose
+// submission failed: it will never finish.
+var ErrJobFailed = errors.New("job failed")
+
+// ErrResultsGone is matched by the error of Follow for a finished job
+// whose results are no longer kept (expired or removed).
+var ErrResultsGone = errors.New("results no longer kept")
+
+// Progress is where a followed job stands.
+type Progress struct {
+	// Record is the job's record as last read.
+	Record job.Record
+	// Lines is the number of results passed on so far, in input order.
+	Lines int64
+	// Batches is the number of batches whose results were passed on.
+	Batches int64
+	// Waiting, when not empty, says what the reader is waiting for
+	// besides the workers ("NATS unreachable since 12:03:04").
+	Waiting string
+}
+
+// FollowOptions tune Follow. The zero value works.
+type FollowOptions struct {
+	// Full fills each result's Puzzle and Key (a SHA-256 per puzzle):
+	// leave it off when the output shows only solutions and errors.
+	Full bool
+	// Progress, if set, is called after each batch passed on, and when
+	// the job's record or the waiting state changes.
+	Progress func(Progress)
+	// Window bounds the batches kept in memory while an earlier one is
+	// still missing (default 128); later ones are read again when their
+	// turn comes.
+	Window int
+	// Poll is how often the record is read again while no result comes
+	// (default 1s).
+	Poll time.Duration
+	// Logger receives warnings about results refused (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Follow passes every result of job id to out, in input order, as the
+// results arrive in JetStream, and returns the job's record once all are
+// passed on (marked finished, with its counts by status). It works the
+// same for the producer that submitted the job, for a later 'job wait',
+// and for a job finished long ago: it reads from the results stream's
+// start.
+//
+// Each results batch is checked against the job's manifest: one that does
+// not match (not published by a worker for this job's batch) is refused
+// and logged, and the right one awaited. Memory stays bounded whatever the
+// job's size.
+//
+// Errors: job.ErrNotFound for an unknown job; ErrJobFailed for a job whose
+// submission failed; ErrResultsGone for a finished job whose results
+// expired; out's error; ctx's error.
+func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Result) error, opts FollowOptions) (job.Record, error) {
+	if opts.Window <= 0 {
+		opts.Window = 128
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts,
+		pending: map[uint64]*job.Batch{}, present: map[uint64]bool{}, counts: job.Counts{}}
+	if err := f.readRecord(ctx); err != nil {
+		return f.rec, err
+	}
+	if err := f.run(ctx); err != nil {
+		return f.rec, err
+	}
+	return f.finish(ctx)
+}
+
+// follower is one Follow in progress.
+type follower struct {
+	q    *queue.Queue
+	jobs *job.Store
+	id   string
+	out  func(result.Result) error
+	opts FollowOptions
+
+	rec       job.Record
+	rev       uint64
+	next      uint64                // the next batch to pass on
+	nextItem  uint64                // its first item
+	pending   map[uint64]*job.Batch // later batches, checked, in memory
+	present   map[uint64]bool       // later batches beyond the window: read again
+	ring      outcomeRing           // the last RepeatWindow outcomes
+	manifest  job.Manifest          // the manifest chunk last read
+	counts    job.Counts
+	lines     int64
+	waiting   string
+	downSince time.Time
+}
+
+// readRecord reads the job's record, waiting while JetStream does not
+// answer.
+func (f *follower) readRecord(ctx context.Context) error {
+	for {
+		rec, rev, err := f.jobs.Get(ctx, f.id)
+		switch {
+		case err == nil:
+			f.rec, f.rev = rec, rev
+			f.setWaiting("")
+			if rec.State == job.Failed {
+				return fmt.Errorf("job %s: %w: %s", f.id, ErrJobFailed, rec.Error)
+			}
+			return nil
+		case errors.Is(err, job.ErrNotFound):
+			return err
+		case ctx.Err() != nil:
+			return fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
+		}
+		f.unreachable(err)
+		select {
+		case <-time.After(f.opts.Poll):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// unreachable notes that JetStream did not answer.
+func (f *follower) unreachable(err error) {
+	if f.downSince.IsZero() {
+		f.downSince = time.Now()
+	}
+	what := "JetStream"
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		what = "NATS"
+	}
+	f.setWaiting(what + " unreachable since " + f.downSince.Format("15:04:05"))
+}
+
+func (f *follower) setWaiting(w string) {
+	if w == "" {
+		f.downSince = time.Time{}
+	}
+	if w != f.waiting {
+		f.waiting = w
+		f.progress()
+	}
+}
+
+func (f *follower) progress() {
+	if f.opts.Progress != nil {
+		f.opts.Progress(Progress{Record: f.rec, Lines: f.lines, Batches: int64(f.next), Waiting: f.waiting})
+	}
+}
+
+// complete reports whether every batch has been passed on.
+func (f *follower) complete() bool {
+	return f.rec.State != job.Publishing && f.next >= uint64(f.rec.Batches)
+}
+
+// run reads the results stream until every batch is passed on.
+func (f *follower) run(ctx context.Context) error {
+	if f.complete() {
+		return nil
+	}
+	c, err := f.q.Results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)},
+	})
+	if err != nil {
+		return fmt.Errorf("job %s: read results: %w", f.id, err)
+	}
+	it, err := c.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return fmt.Errorf("job %s: read results: %w", f.id, err)
+	}
+	defer it.Stop()
+	lastRead := time.Now()
+	idle := 0
+	for !f.complete() {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for job %s: %w", f.id, err)
+		}
+		m, err := it.Next(jetstream.NextMaxWait(f.opts.Poll))
+		switch {
+		case err == nil:
+			idle = 0
+			f.setWaiting("")
+			if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
+				return err
+			}
+		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+			idle++
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
+		default:
+			idle++
+			f.unreachable(err)
+		}
+		if f.next < uint64(f.rec.Batches) && f.present[f.next] {
+			if err := f.fetch(ctx, f.next); err != nil {
+				return err
+			}
+		}
+		if idle > 0 || time.Since(lastRead) > 5*f.opts.Poll {
+			// Nothing new: the record may have moved on (published,
+			// failed, removed).
+			lastRead = time.Now()
+			if err := f.readRecord(ctx); err != nil {
+				return err
+			}
+			if f.rec.State == job.Finished && idle > 2 && !f.complete() {
+				// Finished once, yet a batch is missing now.
+				return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.next,
+					f.rec.Batches, f.q.Opts.ResultsStream())
+			}
+		}
+	}
+	return nil
+}
+
+// take handles one results message.
+func (f *follower) take(ctx context.Context, subject string, data []byte) error {
+	index, ok := subjectIndex(subject)
+	if !ok || index < f.next || f.pending[index] != nil {
+		return nil // not a batch subject, or one passed on already
+	}
+	if index >= f.next+uint64(f.opts.Window) {
+		f.present[index] = true
+		return nil
+	}
+	b, err := f.check(ctx, index, data)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return nil
+	}
+	f.pending[index] = b
+	return f.drain()
+}
+
+// fetch reads batch index's results again, by subject.
+func (f *follower) fetch(ctx context.Context, index uint64) error {
+	rm, err := f.q.Results.GetLastMsgForSubject(ctx, f.q.Opts.ResultSubject(f.id, index))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			delete(f.present, index) // replaced meanwhile: the consumer brings it again
+			return nil
+		}
+		f.unreachable(err)
+		return nil
+	}
+	delete(f.present, index)
+	b, err := f.check(ctx, index, rm.Data)
+	if err != nil || b == nil {
+		return err
+	}
+	f.pending[index] = b
+	return f.drain()
+}
+
+// check decodes a results batch and checks it against the job: its index,
+// its digest against the manifest, and every solution. It returns nil for
+// a batch it refuses (logged).
+func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.Batch, error) {
+	refuse := func(why string) (*job.Batch, error) {
+		f.opts.Logger.Warn("producer: results refused", "job", f.id, "batch", index, "why", why)
+		return nil, nil
+	}
+	b, err := job.DecodeResults(data)
+	if err != nil {
+		return refuse(err.Error())
+	}
+	if b.Job != f.id || b.Index != index {
+		return refuse(fmt.Sprintf("the message is batch %d of job %s", b.Index, b.Job))
+	}
+	want, err := f.digest(ctx, index)
+	if err != nil {
+		return nil, err
+	}
+	if b.Digest != want || b.ComputeDigest() != want {
+		return refuse("not the batch this job published (digest)")
+	}
+	for i := range b.Items {
+		if b.Items[i].Kind == job.Known {
+			if err := b.Items[i].Outcome.Check(); err != nil {
+				return refuse(fmt.Sprintf("line %d: %v", b.Items[i].Line, err))
+			}
+		}
+	}
+	return &b, nil
+}
+
+// digest returns the manifest's digest of batch index.
+func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, error) {
+	if d, ok := f.manifest.Lookup(index); ok {
+		return d, nil
+	}
+	for {
+		m, err := f.jobs.Manifest(ctx, f.id, job.ManifestChunk(index))
+		if err == nil {
+			f.manifest = m
+			d, ok := m.Lookup(index)
+			if !ok {
+				return d, fmt.Errorf("job %s: its manifest has no batch %d", f.id, index)
+			}
+			return d, nil
+		}
+		if errors.Is(err, job.ErrNotFound) {
+			return job.Digest{}, fmt.Errorf("job %s: no manifest for batch %d (removed or expired?): %w", f.id, index, err)
+		}
+		if ctx.Err() != nil {
+			return job.Digest{}, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
+		}
+		f.unreachable(err)
+		time.Sleep(f.opts.Poll)
+	}
+}
+
+// drain passes on the pending batches that are next in order.
+func (f *follower) drain() error {
+	for {
+		b := f.pending[f.next]
+		if b == nil {
+			return nil
+		}
+		delete(f.pending, f.next)
+		if b.First != f.nextItem {
+			return fmt.Errorf("job %s: batch %d starts at item %d, want %d", f.id, b.Index, b.First, f.nextItem)
+		}
+		for i := range b.Items {
+			it := &b.Items[i]
+			item := b.First + uint64(i)
+			var o *job.Outcome
+			if it.Kind == job.Repeat {
+				o = f.ring.get(item - it.Back)
+				if o == nil {
+					return fmt.Errorf("job %s: line %d repeats an item the reader does not have", f.id, it.Line)
+				}
+			} else {
+				o = f.ring.put(item, &it.Outcome)
+			}
+			var r result.Result
+			if f.opts.Full {
+				key := ""
+				if o.Status != result.StatusInvalid {
+					key = job.KeyOf(&o.Puzzle).String()
+				}
+				r = o.Result(it.Line, key)
+			} else {
+				r = o.Brief(it.Line)
+			}
+			if it.Kind == job.Repeat {
+				r.Cached = false
+			}
+			f.counts[r.Status]++
+			f.lines++
+			if err := f.out(r); err != nil {
+				return err
+			}
+		}
+		f.next++
+		f.nextItem += uint64(len(b.Items))
+		f.progress()
+	}
+}
+
+// finish marks the job finished with its counts, unless someone did.
+func (f *follower) finish(ctx context.Context) (job.Record, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		if f.rec.State == job.Finished {
+			return f.rec, nil
+		}
+		r := f.rec
+		r.State, r.Finished = job.Finished, time.Now().UTC()
+		r.Counts = map[result.Status]int64{}
+		for st, n := range f.counts {
+			r.Counts[st] = n
+		}
+		rev, err := f.jobs.Update(ctx, &r, f.rev)
+		if err == nil {
+			f.rec, f.rev = r, rev
+			return r, nil
+		}
+		if !errors.Is(err, job.ErrConflict) {
+			// The results were passed on; the record stays as it was.
+			f.opts.Logger.Warn("producer: cannot mark the job finished", "job", f.id, "err", err)
+			f.rec.Counts = r.Counts
+			return f.rec, nil
+		}
+		if err := f.readRecord(ctx); err != nil {
+			return f.rec, err
+		}
+	}
+	return f.rec, nil
+}
+
+// subjectIndex returns the batch index that ends a results subject.
+func subjectIndex(subject string) (uint64, bool) {
+	i := strings.LastIndexByte(subject, '.')
+	n, err := strconv.ParseUint(subject[i+1:], 10, 64)
+	return n, err == nil
+}
+
+// outcomeRing holds the outcomes of the last job.RepeatWindow items, for
+// Repeat items to refer to. It grows with the job up to that size, so a
+// small job keeps a small ring.
+type outcomeRing struct {
+	o   []job.Outcome
+	idx []uint64 // item index + 1; 0 for an empty slot
+}
+
+func (r *outcomeRing) put(item uint64, o *job.Outcome) *job.Outcome {
+	for item >= uint64(len(r.o)) && len(r.o) < job.RepeatWindow {
+		r.grow()
+	}
+	slot := item & uint64(len(r.o)-1)
+	r.o[slot], r.idx[slot] = *o, item+1
+	return &r.o[slot]
+}
+
+func (r *outcomeRing) get(item uint64) *job.Outcome {
+	if len(r.o) == 0 {
+		return nil
+	}
+	slot := item & uint64(len(r.o)-1)
+	if r.idx[slot] != item+1 {
+		return nil
+	}
+	return &r.o[slot]
+}
+
+// grow doubles the ring (its size stays a power of two), keeping what it
+// holds.
+func (r *outcomeRing) grow() {
+	n := max(1024, 2*len(r.o))
+	o, idx := make([]job.Outcome, n), make([]uint64, n)
+	for i, v := range r.idx {
+		if v != 0 {
+			slot := (v - 1) & uint64(n-1)
+			o[slot], idx[slot] = r.o[i], v
+		}
+	}
+	r.o, r.idx = o, idx
+}

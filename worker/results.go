@@ -1,0 +1,127 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+)
+
+// check compares b with its job's manifest. It returns the dead-letter
+// reason of a batch the job's producer did not publish, "" for one it
+// did, or an error when JetStream could not tell.
+func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject string) (string, error) {
+	if subject != w.q.Opts.WorkSubject(b.Job) {
+		// Published under another job's subject: 'job rm' of that job
+		// would not reach it.
+		return queue.ReasonMismatch, nil
+	}
+	m, err := w.mf.get(ctx, w.jobs, b.Job, job.ManifestChunk(b.Index))
+	if errors.Is(err, job.ErrNotFound) {
+		_, _, rerr := w.jobs.Get(ctx, b.Job)
+		switch {
+		case errors.Is(rerr, job.ErrNotFound):
+			return queue.ReasonUnknownJob, nil
+		case rerr != nil:
+			return "", rerr
+		}
+		return queue.ReasonOutOfRange, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	want, ok := m.Lookup(b.Index)
+	switch {
+	case !ok:
+		return queue.ReasonOutOfRange, nil
+	case want != d:
+		return queue.ReasonMismatch, nil
+	}
+	return "", nil
+}
+
+// stored reports whether b's results are in the results stream already,
+// as the results of this very batch.
+func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) bool {
+	rm, err := w.q.Results.GetLastMsgForSubject(ctx, w.q.Opts.ResultSubject(b.Job, b.Index))
+	if err != nil {
+		return false
+	}
+	got, err := job.DecodeResults(rm.Data)
+	return err == nil && got.Digest == d
+}
+
+// publishResults publishes b, every item answered, to the results stream.
+// The subject holds one message: the first published stays (expected last
+// subject sequence 0). When one is there already it is ours from an
+// earlier delivery (same digest: done), or one that does not answer this
+// batch (published by hand, or by a bug): it is deleted and ours takes its
+// place.
+func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest) error {
+	b.Digest = d
+	m := w.q.Opts.ResultsMsg(b)
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := w.q.JS.PublishMsg(pctx, m, queue.ExpectResults())
+		cancel()
+		if err == nil || !queue.IsWrongLastSequence(err) {
+			if err != nil {
+				return fmt.Errorf("worker: publish the results of batch %d of job %s: %w", b.Index, b.Job, err)
+			}
+			return nil
+		}
+		rm, gerr := w.q.Results.GetLastMsgForSubject(ctx, m.Subject)
+		if gerr != nil {
+			return fmt.Errorf("worker: results of batch %d of job %s exist but cannot be read: %w", b.Index, b.Job, gerr)
+		}
+		if got, derr := job.DecodeResults(rm.Data); derr == nil && got.Digest == d {
+			return nil
+		}
+		if attempt > 0 {
+			return fmt.Errorf("worker: results of batch %d of job %s keep being replaced", b.Index, b.Job)
+		}
+		w.log.Warn("worker: the results subject of a batch held a message that does not answer it; replacing it",
+			"job", b.Job, "batch", b.Index, "seq", rm.Sequence)
+		if err := w.q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("worker: delete the bad results of batch %d of job %s: %w", b.Index, b.Job, err)
+		}
+	}
+}
+
+// manifestCache keeps the manifests a worker has read: a manifest never
+// changes once its batches are published. It holds at most
+// maxManifests, forgetting them all when full.
+type manifestCache struct {
+	mu sync.Mutex
+	m  map[string]*job.Manifest
+}
+
+const maxManifests = 4096
+
+func (c *manifestCache) get(ctx context.Context, s *job.Store, id string, chunk uint64) (*job.Manifest, error) {
+	k := id + "/" + strconv.FormatUint(chunk, 10)
+	c.mu.Lock()
+	m := c.m[k]
+	c.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	got, err := s.Manifest(ctx, id, chunk)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxManifests {
+		c.m = map[string]*job.Manifest{}
+	}
+	c.m[k] = &got
+	return &got, nil
+}

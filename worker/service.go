@@ -1,0 +1,130 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// Endpoint is one more endpoint of the micro service.
+type Endpoint struct {
+	Name    string
+	Subject string
+	Handler micro.Handler
+	// Metadata describes the endpoint in 'nats micro info'.
+	Metadata map[string]string
+}
+
+// solveTimeout bounds the search of one request on the solve endpoint.
+const solveTimeout = 10 * time.Second
+
+// solveRequest is a request of the solve endpoint on its way to a solver.
+type solveRequest struct {
+	req   micro.Request
+	grid  solver.Grid
+	first bool
+	start time.Time
+}
+
+// startService registers the micro service "sudoku" with its solve
+// endpoint and Options.Endpoints.
+func (w *Worker) startService() (micro.Service, error) {
+	svc, err := micro.AddService(w.nc, micro.Config{
+		Name:        queue.ServiceName,
+		Version:     w.opts.Version,
+		Description: "sudoku-queue: solve Sudoku puzzles one at a time or in bulk jobs",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: start the micro service: %w", err)
+	}
+	err = svc.AddEndpoint("solve", micro.HandlerFunc(w.handleSolve),
+		micro.WithEndpointSubject(w.q.Opts.SolveSubject()),
+		micro.WithEndpointMetadata(map[string]string{
+			"description": "solve one puzzle: the body is the puzzle as text, or JSON {\"puzzle\": \"...\", \"first\": false}; the reply is a JSON result",
+		}))
+	for _, e := range w.opts.Endpoints {
+		if err != nil {
+			break
+		}
+		err = svc.AddEndpoint(e.Name, e.Handler, micro.WithEndpointSubject(e.Subject), micro.WithEndpointMetadata(e.Metadata))
+	}
+	if err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("worker: add a micro service endpoint: %w", err)
+	}
+	return svc, nil
+}
+
+// handleSolve parses a request and hands it to the solving goroutine.
+func (w *Worker) handleSolve(req micro.Request) {
+	start := time.Now()
+	sr, err := queue.ParseSolveRequest(req.Data())
+	if err != nil {
+		_ = req.Error(queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
+	g, err := solver.Parse(sr.Puzzle)
+	if err != nil {
+		r := result.Invalid(0, sr.Puzzle, err)
+		data, _ := json.Marshal(&r)
+		_ = req.Error(queue.CodeInvalidPuzzle, err.Error(), data)
+		return
+	}
+	defer func() {
+		if recover() != nil { // w.solves is closed: the worker is stopping
+			_ = req.Error(queue.CodeUnavailable, "the worker is stopping", nil)
+		}
+	}()
+	w.solves <- &solveRequest{req: req, grid: g, first: sr.First, start: start}
+}
+
+// serveSolves answers the solve endpoint's requests, one at a time, until
+// w.solves is closed: a goroutine of its own, so that a single puzzle
+// never waits behind bulk batches.
+func (w *Worker) serveSolves(ctx context.Context) {
+	var sv solver.Solver
+	for r := range w.solves {
+		st := BatchStats{Interactive: true, Puzzles: 1, Statuses: map[result.Status]int{}}
+		key := job.KeyOf(&r.grid)
+		var o job.Outcome
+		if hits := w.cache.Get(ctx, []job.Key{key}); hits != nil && hits[0] != nil && hits[0].Answers(r.first) &&
+			hits[0].Puzzle == r.grid {
+			o, o.Cached = *hits[0], true
+			st.CacheHits = 1
+		} else {
+			sctx, cancel := context.WithTimeout(ctx, solveTimeout)
+			t0 := time.Now()
+			o = w.solveOne(sctx, &sv, &r.grid, solverOptions(w.opts.MaxNodes, r.first))
+			cancel()
+			st.SolveTimes = []time.Duration{time.Since(t0)}
+		}
+		res := o.Result(0, key.String())
+		st.Statuses[res.Status]++
+		if err := r.req.RespondJSON(&res); err != nil {
+			st.Outcome, st.Err = OutcomeAbandoned, err
+		} else {
+			st.Outcome = OutcomeAcked
+		}
+		w.event("", 0, 1)
+		if !o.Cached {
+			w.cache.Put(ctx, []cache.Entry{{Key: key, Outcome: &o}})
+		}
+		st.Latency = time.Since(r.start)
+		if w.opts.Observer != nil {
+			w.opts.Observer.Batch(&st)
+		}
+	}
+}
+
+func solverOptions(maxNodes int64, first bool) solver.Options {
+	return solver.Options{MaxNodes: maxNodes, FirstSolution: first}
+}
