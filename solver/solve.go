@@ -232,10 +232,19 @@ func clear(w *uint32, m uint32) uint32 {
 // the bits (as in state.dirty) of the words that changed.
 func (s *state) clearBand(b int, m uint32) uint32 {
 	w := (*[25]uint32)(s.cand[b:])
-	ch := clear(&w[0], m) | clear(&w[3], m)<<3 | clear(&w[6], m)<<6 |
-		clear(&w[9], m)<<9 | clear(&w[12], m)<<12 | clear(&w[15], m)<<15 |
-		clear(&w[18], m)<<18 | clear(&w[21], m)<<21 | clear(&w[24], m)<<24
+	ch := clear27(&w[0], m) | clear27(&w[3], m)<<3 | clear27(&w[6], m)<<6 |
+		clear27(&w[9], m)<<9 | clear27(&w[12], m)<<12 | clear27(&w[15], m)<<15 |
+		clear27(&w[18], m)<<18 | clear27(&w[21], m)<<21 | clear27(&w[24], m)<<24
 	return ch << b
+}
+
+// clear27 clears the bits of m in *w and returns 1 if that changed it,
+// else 0, without a branch: the bits cleared, a 27-bit number, carry into
+// bit 27 when added to 1<<27-1 unless they are none.
+func clear27(w *uint32, m uint32) uint32 {
+	x := *w
+	*w = x &^ m
+	return (x&m + (1<<27 - 1)) >> 27
 }
 
 // propagate applies the constraints until nothing changes. It reports
