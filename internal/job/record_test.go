@@ -1,0 +1,157 @@
+package job
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+func TestKeyOfIsGridKey(t *testing.T) {
+	for _, p := range []string{puzzle, solution, strings.Repeat(".", 81)} {
+		g := grid(t, p)
+		k := KeyOf(&g)
+		if k.String() != g.Key() {
+			t.Errorf("KeyOf(%s) = %s, Grid.Key = %s", p, k, g.Key())
+		}
+		back, err := ParseKey(g.Key())
+		if err != nil || back != k {
+			t.Errorf("ParseKey(%s) = %s, %v", g.Key(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "xyz", strings.Repeat("A", 64), strings.Repeat("0", 63)} {
+		if _, err := ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) accepted it", bad)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { g := grid(t, puzzle); _ = KeyOf(&g) }); n > 0 {
+		t.Errorf("KeyOf allocates %.0f times", n)
+	}
+}
+
+func TestNewIDSortsByTime(t *testing.T) {
+	before := time.Now().Truncate(time.Millisecond)
+	a := NewID()
+	time.Sleep(3 * time.Millisecond)
+	b := NewID()
+	after := time.Now()
+	for _, id := range []string{a, b} {
+		if !ValidID(id) || len(id) != 26 {
+			t.Fatalf("NewID() = %q: not a valid id of 26 characters", id)
+		}
+	}
+	ta, err := IDTime(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := IDTime(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ta.Before(before) || tb.After(after) || !tb.After(ta) {
+		t.Errorf("ids made at %v..%v carry %v and %v", before, after, ta, tb)
+	}
+	if a >= b {
+		t.Errorf("ids do not sort by time: %s then %s", a, b)
+	}
+	if a == NewID() {
+		t.Error("two ids are equal")
+	}
+	if _, err := IDTime("not-an-id"); err == nil {
+		t.Error("IDTime of garbage did not fail")
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	r := Record{ID: NewID(), State: Finished, Options: Options{FirstSolution: true, BatchSize: 256},
+		Lines: 10, Invalid: 1, Cached: 2, Repeated: 3, Queued: 4, Batches: 1,
+		Counts:  map[result.Status]int64{result.StatusUnique: 8, result.StatusInvalid: 1, result.StatusGaveUp: 1},
+		Created: time.Now().UTC().Truncate(time.Millisecond), Finished: time.Now().UTC()}
+	got, err := DecodeRecord(r.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, r) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
+	}
+	if f := got.Failures(); f != 2 {
+		t.Errorf("Failures = %d, want 2", f)
+	}
+	for _, bad := range []string{`{`, `{"v":2,"id":"a"}`, `{"v":1,"id":"a.b"}`} {
+		if _, err := DecodeRecord([]byte(bad)); err == nil {
+			t.Errorf("DecodeRecord(%s) accepted it", bad)
+		}
+	}
+}
+
+func TestManifest(t *testing.T) {
+	m := Manifest{Chunk: 2}
+	for i := range ManifestSpan - 1 {
+		var d Digest
+		d[0], d[15] = byte(i), 0xee
+		m.Digests = append(m.Digests, d)
+	}
+	got, err := DecodeManifest(2, m.Encode())
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if d, ok := got.Lookup(2*ManifestSpan + 5); !ok || d[0] != 5 {
+		t.Errorf("Lookup(batch 133) = %x, %v", d, ok)
+	}
+	for _, index := range []uint64{0, ManifestSpan*2 - 1, 3*ManifestSpan - 1, 3 * ManifestSpan} {
+		if _, ok := got.Lookup(index); ok {
+			t.Errorf("Lookup(%d) found a digest outside the manifest", index)
+		}
+	}
+	for _, bad := range [][]byte{nil, {2}, {1, 1, 2}, append([]byte{1}, make([]byte, DigestLen*(ManifestSpan+1))...)} {
+		if _, err := DecodeManifest(0, bad); err == nil {
+			t.Errorf("DecodeManifest(%x) accepted it", bad)
+		}
+	}
+	if k := ManifestKey("abc", 7); k != "abc.m.7" {
+		t.Errorf("ManifestKey = %q", k)
+	}
+}
+
+func TestCounts(t *testing.T) {
+	os := outcomes(t)
+	items := []Item{{Kind: Known, Outcome: os["unique"]}, {Kind: Known, Outcome: os["unique"]},
+		{Kind: Known, Outcome: os["invalid"]}, {Kind: Repeat, Back: 1}}
+	c := CountItems(items)
+	if s := c.String(); s != "invalid=1 repeat=1 unique=2" {
+		t.Errorf("String = %q", s)
+	}
+	back, err := ParseCounts(c.String())
+	if err != nil || !reflect.DeepEqual(back, c) {
+		t.Errorf("ParseCounts = %v, %v", back, err)
+	}
+	for _, bad := range []string{"unique", "unique=x", "nope=1", "unique=-1"} {
+		if _, err := ParseCounts(bad); err == nil {
+			t.Errorf("ParseCounts(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestPacked(t *testing.T) {
+	g := grid(t, puzzle)
+	p := AppendPacked(nil, &g)
+	if len(p) != PackedLen {
+		t.Fatalf("packed into %d bytes", len(p))
+	}
+	back, err := Unpack(p)
+	if err != nil || back != g {
+		t.Errorf("Unpack = %v, %v", back, err)
+	}
+	if _, err := Unpack(p[:40]); err == nil {
+		t.Error("Unpack of 40 bytes accepted it")
+	}
+	var hi solver.Grid
+	hi[3] = 15
+	back, err = Unpack(AppendPacked(nil, &hi))
+	if err != nil || back != hi {
+		t.Errorf("a cell of 15 did not round trip: %v, %v", back, err)
+	}
+}
