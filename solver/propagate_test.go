@@ -67,3 +67,26 @@ func TestPropagateFixpoint(t *testing.T) {
 		t.Errorf("only %d positions and %d contradictions: the test needs more", levels, dead)
 	}
 }
+
+// TestInitPlacesGivens checks that init, which sets up all the givens at
+// once, gives the words and unsolved cells that placing the givens one by
+// one does.
+func TestInitPlacesGivens(t *testing.T) {
+	for _, fx := range fixtures {
+		for pi, g := range fixture(t, fx.file) {
+			var got, want state
+			got.init(&g)
+			var empty Grid
+			want.init(&empty)
+			for i, v := range g {
+				if v != 0 {
+					want.place(int(v-1), int(cellBand[i]), uint32(i%27))
+					want.unsolved[cellBand[i]] &^= cellBit[i]
+				}
+			}
+			if got.cand != want.cand || got.unsolved != want.unsolved {
+				t.Fatalf("%s:%d: init gives\n%v %v\nplacing the givens gives\n%v %v", fx.file, pi+1, got.cand, got.unsolved, want.cand, want.unsolved)
+			}
+		}
+	}
+}

@@ -185,23 +185,54 @@ type state struct {
 	cert     [9]uint64 // per digit, the triads where it is certain
 }
 
-// init sets up the position of the givens of g.
+// init sets up the position of the givens of g, which must be valid. It
+// does at once what placing each given would do: a digit's word keeps its
+// givens and loses every other given cell and every cell in a row, column
+// or box where the digit is given.
 func (s *state) init(g *Grid) {
-	for i := range s.cand {
-		s.cand[i] = 0x7ffffff
-		s.prev[i] = 0 // differs from every live word: all get looked at
+	var units [9]uint32 // per digit, the units (as in cellUnits) it is given in
+	var given [3]uint32 // per band, the given cells
+	var own [27]uint32  // per word, its digit's givens
+	for i, v := range g {
+		if v != 0 {
+			b, bit := cellBand[i], cellBit[i]
+			units[v-1] |= cellUnits[i]
+			given[b] |= bit
+			own[int(v-1)*3+int(b)] |= bit
+		}
 	}
+	for d, u := range units {
+		cols := colsMask(u >> 9 & 0x1ff)
+		for b := 0; b < 3; b++ {
+			rows := bandRows[u>>(3*b)&7]
+			boxes := colsMask(boxCols[u>>(18+3*b)&7])
+			s.cand[d*3+b] = 0x7ffffff&^(given[b]|rows|cols|boxes) | own[d*3+b]
+		}
+	}
+	s.prev = [27]uint32{} // differs from every live word: all get looked at
 	s.dirty = 1<<27 - 1
 	s.moved = 1<<27 - 1
 	s.tmoved = 1<<27 - 1
 	s.nmoved = 1<<27 - 1
-	s.unsolved = [3]uint32{0x7ffffff, 0x7ffffff, 0x7ffffff}
-	for i, v := range g {
-		if v != 0 {
-			s.place(int(v-1), int(cellBand[i]), uint32(i%27))
-		}
+	for b := range s.unsolved {
+		s.unsolved[b] = 0x7ffffff &^ given[b]
 	}
 }
+
+// bandRows maps three bits, one per row of a band, to the band cells in
+// those rows; boxCols maps three bits, one per box of a band, to the nine
+// columns of those boxes.
+var bandRows, boxCols = func() (rows, cols [8]uint32) {
+	for m := range 8 {
+		for k := 0; k < 3; k++ {
+			if m&(1<<k) != 0 {
+				rows[m] |= 0x1ff << (9 * k)
+				cols[m] |= 7 << (3 * k)
+			}
+		}
+	}
+	return
+}()
 
 // place puts digit d at cell p of band b: it clears p's row and box in the
 // digit's band word, p's column in the digit's other bands and p from every
