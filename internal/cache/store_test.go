@@ -1,47 +1,58 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
-// store: the suite runs on each implementation.
-type store = Store
-
 var (
-	_ Store = (*Redis)(nil)
-	_ Store = (*Memory)(nil)
+	_ Cache = (*Redis)(nil)
+	_ Cache = (*Memory)(nil)
 )
 
-func stores(t *testing.T) map[string]store {
+// caches: the suite runs on each implementation; ttl is the TTL the
+// cache was made with (the test reads it back from Redis).
+type testCache struct {
+	c   Cache
+	rdb *redis.Client // nil for memory
+	ttl time.Duration
+}
+
+func caches(t *testing.T) map[string]testCache {
 	t.Helper()
-	m := map[string]store{"memory": NewMemory()}
+	m := map[string]testCache{"memory": {c: NewMemory(0)}}
 	if !testing.Short() {
 		rdb := testenv.Redis(t)
 		prefix := testenv.Name("test") + ":"
 		testenv.CleanupPrefix(t, rdb, prefix)
-		m["redis"] = NewRedis(rdb, RedisOptions{Prefix: prefix})
-		m["redis-ttl"] = NewRedis(rdb, RedisOptions{Prefix: prefix + "ttl:", TTL: time.Minute})
+		m["redis"] = testCache{c: NewRedis(rdb, RedisOptions{Prefix: prefix}), rdb: rdb}
+		m["redis-ttl"] = testCache{c: NewRedis(rdb, RedisOptions{Prefix: prefix + "ttl:", TTL: time.Minute}), rdb: rdb, ttl: time.Minute}
 	}
 	return m
 }
 
-func solved(t *testing.T, puzzle string) result.Result {
+func solved(t *testing.T, puzzle string, opts solver.Options) (job.Key, job.Outcome) {
 	t.Helper()
 	g, err := solver.Parse(puzzle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := solver.Solve(context.Background(), &g, solver.Options{})
-	return result.FromSolve(&g, r, err)
+	var sv solver.Solver
+	r, err := sv.Solve(context.Background(), &g, opts)
+	return job.KeyOf(&g), job.FromSolve(&g, r, err)
 }
 
 const (
@@ -50,181 +61,229 @@ const (
 	p3 = "................................................................................."
 )
 
-func TestStoreResults(t *testing.T) {
+func TestCacheGetPut(t *testing.T) {
 	ctx := context.Background()
-	for name, s := range stores(t) {
+	for name, tc := range caches(t) {
 		t.Run(name, func(t *testing.T) {
-			r1, r3 := solved(t, p1), solved(t, p3)
-			bad := result.Invalid(7, "12x|45", errors.New("solver: line 1 column 3: invalid character"))
-			bad.Key = InputKey(bad.Puzzle)
-			if err := s.Put(ctx, []result.Result{r1, r3, bad}); err != nil {
+			k1, o1 := solved(t, p1, solver.Options{})
+			k2, _ := solved(t, p2, solver.Options{})
+			k3, o3 := solved(t, p3, solver.Options{})
+			kg, og := solved(t, p2, solver.Options{MaxNodes: 1}) // gave up: not an answer
+			if og.Status != result.StatusGaveUp {
+				t.Fatalf("MaxNodes 1 gave %s", og.Status)
+			}
+			o1.Cached = true // not stored
+			if err := tc.c.Put(ctx, []Entry{{k1, &o1}, {k3, &o3}, {kg, &og}}); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Get(ctx, []string{r1.Key, solved(t, p2).Key, r3.Key, bad.Key})
+			got, err := tc.c.Get(ctx, []job.Key{k1, k2, k3})
 			if err != nil {
 				t.Fatal(err)
+			}
+			o1.Cached = false
+			if got[0] == nil || *got[0] != o1 || got[2] == nil || *got[2] != o3 {
+				t.Errorf("Get = %+v, %+v; want %+v, %+v", got[0], got[2], o1, o3)
 			}
 			if got[1] != nil {
 				t.Errorf("uncached key found: %+v", got[1])
 			}
-			bad.Line = 0
-			for i, want := range map[int]result.Result{0: r1, 2: r3, 3: bad} {
-				if got[i] == nil || *got[i] != want {
-					t.Errorf("Get[%d] = %+v, want %+v", i, got[i], want)
+			if g, _ := tc.c.Get(ctx, []job.Key{kg}); g[0] != nil {
+				t.Errorf("a gave_up outcome was cached: %+v", g[0])
+			}
+			if tc.rdb == nil {
+				return
+			}
+			// The TTL is the cache's: every key written has it (or none).
+			rc := tc.c.(*Redis)
+			for _, k := range []job.Key{k1, k3} {
+				ttl, err := tc.rdb.TTL(ctx, rc.Key(k)).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case tc.ttl == 0 && ttl != -1:
+					t.Errorf("key %s has TTL %v, want none", k, ttl)
+				case tc.ttl > 0 && (ttl <= 0 || ttl > tc.ttl):
+					t.Errorf("key %s has TTL %v, want (0, %v]", k, ttl, tc.ttl)
 				}
 			}
 		})
 	}
 }
 
-func TestStoreJobCountsOnce(t *testing.T) {
-	ctx := context.Background()
-	for name, s := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			id := testenv.Name("job")
-			if _, err := s.Job(ctx, id); !errors.Is(err, ErrJobNotFound) {
-				t.Fatalf("Job of unknown id: err = %v, want ErrJobNotFound", err)
-			}
-			if err := s.CreateJob(ctx, id, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			r1, r2, r3 := solved(t, p1), solved(t, p2), solved(t, p3)
-			lines := []OrderEntry{{1, r1.Key}, {3, r2.Key}, {4, r1.Key}, {9, r3.Key}}
-			if err := s.AddToJob(ctx, id, JobDelta{Lines: lines, Queued: 3, Batches: 2}); err != nil {
-				t.Fatal(err)
-			}
-			// A batch completed before the job is sealed does not finish it.
-			if fin, err := s.CompleteBatch(ctx, id, 0, []result.Result{r1, r2}); err != nil || fin {
-				t.Fatalf("CompleteBatch 0 = %v, %v; want false, nil", fin, err)
-			}
-			// Redelivered: counted once.
-			if fin, err := s.CompleteBatch(ctx, id, 0, []result.Result{r1, r2}); err != nil || fin {
-				t.Fatalf("CompleteBatch 0 again = %v, %v; want false, nil", fin, err)
-			}
-			if fin, err := s.SealJob(ctx, id); err != nil || fin {
-				t.Fatalf("SealJob = %v, %v; want false, nil", fin, err)
-			}
-			if fin, err := s.CompleteBatch(ctx, id, 1, []result.Result{r3}); err != nil || !fin {
-				t.Fatalf("CompleteBatch 1 = %v, %v; want true, nil", fin, err)
-			}
-			j, err := s.Job(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.Total != 4 || j.Queued != 3 || j.Done != 3 || j.Batches != 2 || !j.Sealed || !j.IsFinished() {
-				t.Errorf("job = %+v", j)
-			}
-			if j.Counts[result.StatusUnique] != 2 || j.Counts[result.StatusMultiple] != 1 || j.Failed() != 1 {
-				t.Errorf("counts = %v, failed %d", j.Counts, j.Failed())
-			}
-			order, err := s.Order(ctx, id, 1, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(order) != 3 || order[0] != lines[1] || order[2] != lines[3] {
-				t.Errorf("Order(1, 10) = %v, want %v", order, lines[1:])
-			}
-			jobs, err := s.Jobs(ctx, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			found := false
-			for _, j := range jobs {
-				found = found || j.ID == id
-			}
-			if !found {
-				t.Errorf("Jobs does not list %s", id)
-			}
-		})
+func TestCacheKeysAreTheUsersKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis")
 	}
-}
-
-func TestSealEmptyJobFinishes(t *testing.T) {
-	ctx := context.Background()
-	for name, s := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			id := testenv.Name("job")
-			if err := s.CreateJob(ctx, id, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			if fin, err := s.SealJob(ctx, id); err != nil || !fin {
-				t.Fatalf("SealJob of a job with nothing queued = %v, %v; want true", fin, err)
-			}
-			if _, err := s.SealJob(ctx, id+"x"); !errors.Is(err, ErrJobNotFound) {
-				t.Fatalf("SealJob of unknown job: %v", err)
-			}
-		})
-	}
-}
-
-func TestCompleteEmptyBatch(t *testing.T) {
-	// A batch without puzzles (only a hand-made message can carry one)
-	// completes like any other: Redis refuses an MSET without arguments,
-	// which once made such a batch fail every delivery.
-	ctx := context.Background()
-	for name, s := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			if _, err := s.CompleteBatch(ctx, "", 0, nil); err != nil {
-				t.Fatalf("CompleteBatch of no results, no job: %v", err)
-			}
-			id := testenv.Name("job")
-			if err := s.CreateJob(ctx, id, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.CompleteBatch(ctx, id, 0, nil); err != nil {
-				t.Fatalf("CompleteBatch of no results: %v", err)
-			}
-		})
-	}
-}
-
-func TestCorruptValue(t *testing.T) {
 	rdb := testenv.Redis(t)
 	prefix := testenv.Name("test") + ":"
 	testenv.CleanupPrefix(t, rdb, prefix)
-	s := NewRedis(rdb, RedisOptions{Prefix: prefix})
-	ctx := context.Background()
-	rdb.Set(ctx, prefix+"sol:abc", "garbage", 0)
-	if _, err := s.Get(ctx, []string{"abc"}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Get of a corrupt value: err = %v, want ErrCorrupt", err)
-	}
-}
-
-func TestRedisDown(t *testing.T) {
-	srv := testenv.RedisServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
-	s := NewRedis(rdb, RedisOptions{})
-	ctx := context.Background()
-	r1 := solved(t, p1)
-	if err := s.Put(ctx, []result.Result{r1}); err != nil {
+	c := NewRedis(rdb, RedisOptions{Prefix: prefix})
+	k, o := solved(t, p1, solver.Options{})
+	if err := c.Put(context.Background(), []Entry{{k, &o}}); err != nil {
 		t.Fatal(err)
 	}
-	srv.Stop()
-	if _, err := s.CompleteBatch(ctx, "", 0, []result.Result{r1}); err == nil {
-		t.Fatal("CompleteBatch with Redis down: no error")
-	}
-	srv.Start()
-	got, err := s.Get(ctx, []string{r1.Key})
-	if err != nil {
-		t.Fatalf("Get after Redis came back: %v", err)
-	}
-	if got[0] != nil {
-		t.Fatalf("a restarted Redis without persistence kept %v", got[0])
+	g, _ := solver.Parse(p1)
+	if n, err := rdb.Exists(context.Background(), prefix+"sol:"+g.Key()).Result(); err != nil || n != 1 {
+		t.Errorf("no key %ssol:%s (%v)", prefix, g.Key(), err)
 	}
 }
 
-func FuzzDecodeResult(f *testing.F) {
-	f.Add("v1|unique|3|" + p1 + "|81|" + p1 + "|")
-	f.Add("v1|invalid|0||5|a|b|c|solver: bad | pipe")
-	f.Add("garbage")
-	f.Fuzz(func(t *testing.T, v string) {
-		r, err := decodeResult("k", v)
-		if err != nil {
-			return
+func TestCorruptValueIsAMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis")
+	}
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	prefix := testenv.Name("test") + ":"
+	testenv.CleanupPrefix(t, rdb, prefix)
+	c := NewRedis(rdb, RedisOptions{Prefix: prefix})
+	k, _ := solved(t, p1, solver.Options{})
+	// A value of the old text format, and garbage: misses, not errors.
+	for _, v := range []string{"v1|unique|0|123|81|....|", "\x01\x00"} {
+		if err := rdb.Set(ctx, c.Key(k), v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
 		}
-		if again, err := decodeResult("k", encodeResult(&r)); err != nil || again != r {
-			t.Fatalf("round trip of %q: %+v, %v", v, again, err)
+		got, err := c.Get(ctx, []job.Key{k})
+		if err != nil || got[0] != nil {
+			t.Errorf("Get of %q = %+v, %v; want a miss", v, got[0], err)
 		}
-	})
+	}
+}
+
+func TestMemoryBound(t *testing.T) {
+	c := NewMemory(100)
+	_, o := solved(t, p1, solver.Options{})
+	for i := range 1000 {
+		var k job.Key
+		k[0], k[1] = byte(i), byte(i>>8)
+		if err := c.Put(context.Background(), []Entry{{k, &o}}); err != nil {
+			t.Fatal(err)
+		}
+		if c.Len() > 100 {
+			t.Fatalf("%d entries, bound 100", c.Len())
+		}
+	}
+}
+
+// failing is a cache whose calls fail while down is set.
+type failing struct {
+	Cache
+	down       atomic.Bool
+	gets, puts atomic.Int64
+}
+
+func (f *failing) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error) {
+	f.gets.Add(1)
+	if f.down.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return f.Cache.Get(ctx, keys)
+}
+
+func (f *failing) Put(ctx context.Context, es []Entry) error {
+	f.puts.Add(1)
+	if f.down.Load() {
+		return errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	}
+	return f.Cache.Put(ctx, es)
+}
+
+func TestGuardOutage(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	f := &failing{Cache: NewMemory(0)}
+	var errs atomic.Int64
+	g := NewGuard(f, GuardOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), MaxBackoff: 50 * time.Millisecond,
+		OnError: func(string, error) { errs.Add(1) }})
+	k, o := solved(t, p1, solver.Options{})
+	g.Put(ctx, []Entry{{k, &o}})
+	if got := g.Get(ctx, []job.Key{k}); got == nil || got[0] == nil {
+		t.Fatalf("Get while up = %v", got)
+	}
+
+	f.down.Store(true)
+	for range 100 {
+		if got := g.Get(ctx, []job.Key{k}); got != nil {
+			t.Fatalf("Get while down = %v, want nil (misses)", got)
+		}
+		g.Put(ctx, []Entry{{k, &o}})
+	}
+	if down, since := g.Down(); !down || time.Since(since) > time.Minute {
+		t.Errorf("Down() = %v, %v while down", down, since)
+	}
+	// Calls back off: the first fails, the rest wait for the probe.
+	if n := f.gets.Load(); n > 3 {
+		t.Errorf("%d lookups reached a cache that is down within the backoff", n)
+	}
+	if n := errs.Load(); n < 2 {
+		t.Errorf("OnError called %d times, want one per failed call (get and put)", n)
+	}
+
+	f.down.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Get(ctx, []job.Key{k}) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the guard did not notice the cache was back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if down, _ := g.Down(); down {
+		t.Error("Down() after recovery")
+	}
+	log := logs.String()
+	if n := strings.Count(log, "lookups failing"); n != 1 {
+		t.Errorf("the lookup outage was logged %d times, want once:\n%s", n, log)
+	}
+	if n := strings.Count(log, "lookups are back"); n != 1 {
+		t.Errorf("the recovery was logged %d times, want once:\n%s", n, log)
+	}
+}
+
+func TestGuardWritesFailReadsGoOn(t *testing.T) {
+	// A Redis that is full (noeviction) refuses writes but answers
+	// lookups: the guard keeps reading.
+	ctx := context.Background()
+	mem := NewMemory(0)
+	k, o := solved(t, p1, solver.Options{})
+	_ = mem.Put(ctx, []Entry{{k, &o}})
+	f := &failing{Cache: mem}
+	g := NewGuard(&readOnly{f}, GuardOptions{Logger: slog.New(slog.DiscardHandler)})
+	for range 3 {
+		g.Put(ctx, []Entry{{k, &o}})
+	}
+	if got := g.Get(ctx, []job.Key{k}); got == nil || got[0] == nil {
+		t.Errorf("Get after failed writes = %v, want the hit", got)
+	}
+	if down, _ := g.Down(); down {
+		t.Error("failed writes marked lookups down")
+	}
+}
+
+// readOnly fails every write.
+type readOnly struct{ *failing }
+
+func (r *readOnly) Put(context.Context, []Entry) error { return errors.New("OOM command not allowed") }
+
+func TestNilGuard(t *testing.T) {
+	g := NewGuard(nil, GuardOptions{})
+	if g.Enabled() {
+		t.Error("a guard without a cache is enabled")
+	}
+	if got, ok := g.Lookup(context.Background(), []job.Key{{}}); got != nil || ok {
+		t.Errorf("Lookup = %v, %v", got, ok)
+	}
+	g.Put(context.Background(), []Entry{{}}) // no panic
+}
+
+func TestRedisDownIsAnError(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := NewRedis(rdb, RedisOptions{})
+	defer c.Close()
+	if _, err := c.Get(context.Background(), []job.Key{{}}); err == nil {
+		t.Error("Get from a Redis that is down did not fail")
+	}
+	if err := c.Ping(context.Background()); err == nil {
+		t.Error("Ping of a Redis that is down did not fail")
+	}
 }
