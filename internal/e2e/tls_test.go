@@ -81,7 +81,9 @@ func newPKI(t testing.TB) pki {
 }
 
 // startServer starts argv, waits (10s at most) until addr accepts TCP
-// connections, and kills the process when the test ends.
+// connections, and kills the process when the test ends. It is for a
+// redis-server without persistence, which serves once it listens; a
+// nats-server needs testenv.NATSServer, which waits for JetStream.
 func startServer(t testing.TB, addr string, argv ...string) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -111,7 +113,6 @@ func startServer(t testing.TB, addr string, argv ...string) {
 		}
 		return err == nil
 	})
-	time.Sleep(100 * time.Millisecond) // nats-server listens before JetStream is ready
 }
 
 // TestTLS runs a worker and a producer against a NATS server and a Redis
@@ -119,14 +120,14 @@ func startServer(t testing.TB, addr string, argv ...string) {
 // through nats.tls.* and redis.tls.*; without the client certificate, or
 // without the CA, the worker fails at start-up naming what failed.
 func TestTLS(t *testing.T) {
-	natsBin := lookBin(t, "SUDOKU_TEST_NATS_SERVER", "nats-server")
 	redisBin := lookBin(t, "SUDOKU_TEST_REDIS_SERVER", "redis-server")
 	p := newPKI(t)
-	natsAddr, redisAddr := freeAddr(t), freeAddr(t)
-	_, natsPort, _ := net.SplitHostPort(natsAddr)
+	// NATSServer returns once JetStream is ready (its monitoring endpoint
+	// is plain HTTP, apart from the TLS client port).
+	natsAddr := testenv.NATSServer(t,
+		"--tls", "--tlscert", p.ServerCert, "--tlskey", p.ServerKey, "--tlscacert", p.CA, "--tlsverify").Addr
+	redisAddr := freeAddr(t)
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
-	startServer(t, natsAddr, natsBin, "-a", "127.0.0.1", "-p", natsPort, "-js", "-sd", t.TempDir(),
-		"--tls", "--tlscert", p.ServerCert, "--tlskey", p.ServerKey, "--tlscacert", p.CA, "--tlsverify")
 	startServer(t, redisAddr, redisBin, "--port", "0", "--tls-port", redisPort, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(),
 		"--tls-cert-file", p.ServerCert, "--tls-key-file", p.ServerKey, "--tls-ca-cert-file", p.CA,

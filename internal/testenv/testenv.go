@@ -6,11 +6,16 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,11 +127,13 @@ func FreePort(t testing.TB) int {
 
 // Server is a private server process a test may stop and start again.
 type Server struct {
-	t    testing.TB
-	Port int
-	Addr string // 127.0.0.1:port
-	argv []string
-	cmd  *exec.Cmd
+	t       testing.TB
+	Port    int
+	Addr    string // 127.0.0.1:port
+	argv    []string
+	monitor int // a nats-server's monitoring port; 0 for redis-server
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited
 }
 
 // RedisServer starts a private redis-server on a free port, without
@@ -150,54 +157,192 @@ func RedisServer(t testing.TB, extraArgs ...string) *Server {
 // NATSServer starts a private nats-server (the Debian binary, or
 // $SUDOKU_TEST_NATS_SERVER) with JetStream on a free port, storing in a
 // folder that outlives restarts within the test. It is killed when the
-// test ends.
+// test ends. Its monitoring endpoint (-m) is on a free port too, unless
+// extraArgs give one, and tells Start when JetStream is ready.
 func NATSServer(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
 	bin := os.Getenv("SUDOKU_TEST_NATS_SERVER")
 	if bin == "" {
 		var err error
 		if bin, err = exec.LookPath("nats-server"); err != nil {
-			Unavailable(t, "nats-server binary", err)
+			// Debian's package puts it in /usr/sbin, not on every PATH.
+			if _, statErr := os.Stat("/usr/sbin/nats-server"); statErr != nil {
+				Unavailable(t, "nats-server binary", err)
+			}
+			bin = "/usr/sbin/nats-server"
 		}
 	}
 	port := FreePort(t)
-	dir := t.TempDir()
-	argv := append([]string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir}, extraArgs...)
-	s := &Server{t: t, Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), argv: argv}
+	argv := []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir()}
+	monitor := monitorPort(extraArgs)
+	if monitor == 0 {
+		monitor = FreePort(t)
+		argv = append(argv, "-m", strconv.Itoa(monitor))
+	}
+	argv = append(argv, extraArgs...)
+	s := &Server{t: t, Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), argv: argv, monitor: monitor}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
 }
 
+// monitorPort returns the HTTP monitoring port that nats-server
+// arguments set (-m N, --http_port=N, ...), or 0.
+func monitorPort(args []string) int {
+	for i, a := range args {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || (name != "m" && name != "http_port") {
+			continue
+		}
+		if !hasVal && i+1 < len(args) {
+			val = args[i+1]
+		}
+		if n, err := strconv.Atoi(val); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
 // URL returns nats://addr for a NATS server.
 func (s *Server) URL() string { return "nats://" + s.Addr }
 
-// Start starts the server (again) and waits until it accepts connections.
+// readyTimeout bounds how long Start waits for a server to be ready.
+const readyTimeout = 10 * time.Second
+
+// Start starts the server (again) and waits until it is ready, failing
+// the test with the end of the server's log when it exits first or is
+// not ready within 10s: a nats-server once it accepts connections and its
+// monitoring endpoint says JetStream is enabled; a redis-server once it
+// answers PING other than -LOADING (it may ask for a password). When the
+// test fails, the end of each log is in the test's output.
 func (s *Server) Start() {
 	s.t.Helper()
+	name := filepath.Base(s.argv[0])
+	logPath := filepath.Join(s.t.TempDir(), name+".log")
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
-	logf, err := os.Create(filepath.Join(s.t.TempDir(), filepath.Base(s.argv[0])+".log"))
-	if err == nil {
+	if logf, err := os.Create(logPath); err == nil {
 		cmd.Stdout, cmd.Stderr = logf, logf
+		defer logf.Close() // the process has its own descriptor
 	}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", strings.Join(s.argv, " "), err)
 	}
-	s.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+	s.t.Cleanup(func() {
+		if s.t.Failed() {
+			s.t.Logf("%s on %s, end of its log:\n%s", name, s.Addr, logTail(logPath))
+		}
+	})
+
+	ready := s.redisReady
+	if s.monitor != 0 {
+		ready = s.natsReady
+	}
+	deadline := time.Now().Add(readyTimeout)
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+		err := ready()
 		if err == nil {
-			c.Close()
-			// nats-server accepts before JetStream is ready; give it a moment.
-			time.Sleep(100 * time.Millisecond)
 			return
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s did not listen on %s within 10s", s.argv[0], s.Addr)
+		select {
+		case <-exited:
+			s.t.Fatalf("%s exited before it was ready (%v): %s", name, err, strings.Join(s.argv, " "))
+		default:
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s on %s not ready within %v: %v", name, s.Addr, readyTimeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// natsReady returns nil once JetStream is enabled and the nats-server
+// accepts connections: its monitoring endpoint's /healthz, asked about
+// JetStream only, answers 200 (not while JetStream is still starting),
+// /jsz does not say JetStream is disabled (healthz is fine without it),
+// and the client port accepts a TCP connection (dialled last, so that a
+// TLS port logs one aborted handshake, not one per poll).
+func (s *Server) natsReady() error {
+	base := fmt.Sprintf("http://127.0.0.1:%d", s.monitor)
+	status, body, err := httpGet(base + "/healthz?js-enabled-only=true")
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("/healthz?js-enabled-only=true: %d %s", status, body)
+	}
+	if status, body, err = httpGet(base + "/jsz"); err != nil {
+		return err
+	}
+	var jsz struct {
+		Disabled bool `json:"disabled"`
+	}
+	if err := json.Unmarshal([]byte(body), &jsz); status != http.StatusOK || err != nil {
+		return fmt.Errorf("/jsz: %d %.200s", status, body)
+	}
+	if jsz.Disabled {
+		return errors.New("/jsz: JetStream is disabled")
+	}
+	c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	return nil
+}
+
+// httpGet returns the status and body of a GET of url.
+func httpGet(url string) (int, string, error) {
+	client := http.Client{Timeout: 500 * time.Millisecond}
+	res, err := client.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+	return res.StatusCode, strings.TrimSpace(string(body)), err
+}
+
+// redisReady returns nil once the redis-server answers PING with
+// anything but -LOADING (it answers -LOADING while it reads its data
+// from disk, and -NOAUTH when it wants a password first).
+func (s *Server) redisReady() error {
+	c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("PING: %w", err)
+	}
+	if line = strings.TrimSpace(line); strings.HasPrefix(line, "-LOADING") {
+		return fmt.Errorf("PING: %s", line)
+	}
+	return nil
+}
+
+// logTail returns the end of the log file at path.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const max = 3000
+	if len(data) > max {
+		data = append([]byte("..."), data[len(data)-max:]...)
+	}
+	return string(data)
 }
 
 // Stop kills the server (SIGKILL) and waits for it to exit.
@@ -206,6 +351,6 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
