@@ -293,9 +293,15 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 	if b.Job != f.id || b.Index != index {
 		return refuse(fmt.Sprintf("the message is batch %d of job %s", b.Index, b.Job))
 	}
-	want, err := f.digest(ctx, index)
+	if f.rec.State != job.Publishing && index >= uint64(f.rec.Batches) {
+		return refuse(fmt.Sprintf("the job has %d batches", f.rec.Batches))
+	}
+	want, ok, err := f.digest(ctx, index)
 	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		return refuse("the job's manifests do not list it")
 	}
 	if b.Digest != want || b.ComputeDigest() != want {
 		return refuse("not the batch this job published (digest)")
@@ -310,26 +316,26 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 	return &b, nil
 }
 
-// digest returns the manifest's digest of batch index.
-func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, error) {
+// digest returns the manifest's digest of batch index, or false when no
+// manifest lists it (the producer stores each manifest before it
+// publishes the batches it lists, so a batch without one is not the
+// job's).
+func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, error) {
 	if d, ok := f.manifest.Lookup(index); ok {
-		return d, nil
+		return d, true, nil
 	}
 	for {
 		m, err := f.jobs.Manifest(ctx, f.id, job.ManifestChunk(index))
 		if err == nil {
 			f.manifest = m
 			d, ok := m.Lookup(index)
-			if !ok {
-				return d, fmt.Errorf("job %s: its manifest has no batch %d", f.id, index)
-			}
-			return d, nil
+			return d, ok, nil
 		}
 		if errors.Is(err, job.ErrNotFound) {
-			return job.Digest{}, fmt.Errorf("job %s: no manifest for batch %d (removed or expired?): %w", f.id, index, err)
+			return job.Digest{}, false, nil
 		}
 		if ctx.Err() != nil {
-			return job.Digest{}, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
+			return job.Digest{}, false, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
 		}
 		f.unreachable(err)
 		time.Sleep(f.opts.Poll)

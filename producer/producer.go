@@ -360,4 +360,3 @@ func (w *repeatWindow) add(key job.Key, item uint64) {
 	w.ring[slot], w.idx[slot] = key, item+1 // idx 0: an empty slot
 	w.at[key] = item
 }
-

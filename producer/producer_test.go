@@ -2,162 +2,529 @@ package producer
 
 import (
 	"context"
-	"os"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
-	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
-// hermetic runs a producer and a worker on an embedded NATS server and an
-// in-memory store.
-type hermetic struct {
-	js    jetstream.JetStream
-	q     *queue.Queue
-	store *cache.Memory
+var quiet = slog.New(slog.DiscardHandler)
+
+// env is a queue on one server, a cache, and workers on demand.
+type env struct {
+	t     *testing.T
+	q     *testenv.Queue
+	cache *cache.Guard
 }
 
-func newHermetic(t *testing.T) *hermetic {
+func newEnv(t *testing.T, server string) *env {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	q := testenv.NewQueue(t, server, queue.Options{})
+	return &env{t: t, q: q, cache: cache.NewGuard(cache.NewMemory(0), cache.GuardOptions{Logger: quiet})}
+}
+
+// eachServer runs f on the embedded and on the shared NATS server.
+func eachServer(t *testing.T, f func(t *testing.T, e *env)) {
+	for _, s := range testenv.Servers {
+		t.Run(s, func(t *testing.T) { f(t, newEnv(t, s)) })
 	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := queue.Setup(context.Background(), js, queue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hermetic{js: js, q: q, store: cache.NewMemory()}
+}
+
+// worker runs a worker until the test ends.
+func (e *env) worker(opts worker.Options) { e.t.Cleanup(e.startWorker(opts)) }
+
+// startWorker runs a worker until stop is called.
+func (e *env) startWorker(opts worker.Options) (stop func()) {
+	opts.Logger = quiet
+	w := worker.New(e.q.NC, e.q.Queue, e.cache, opts)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := worker.New(nc, q, h.store, worker.Options{})
-	done := make(chan error)
+	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return h
-}
-
-func fixture(t *testing.T) []string {
-	t.Helper()
-	data, err := os.ReadFile("testdata/17_clue_100.txt")
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		e.t.Fatalf("worker: %v", err)
 	}
-	return strings.Split(strings.TrimSpace(string(data)), "\n")
+	return func() { cancel(); <-done }
 }
 
-func (h *hermetic) submit(t *testing.T, lines []string, opts Options) (Submitted, []result.Result) {
-	t.Helper()
-	p := New(h.js, h.q.Opts, h.store, opts)
+func (e *env) producer(opts Options) *Producer {
+	opts.Logger = quiet
+	return New(e.q.Queue, e.cache, opts)
+}
+
+func (e *env) submit(text string, opts Options) Submitted {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub, err := p.Submit(ctx, input.NewReader(strings.NewReader(strings.Join(lines, "\n"))))
+	sub, err := e.producer(opts).Submit(ctx, input.NewReader(strings.NewReader(text)))
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	if _, err := Wait(ctx, h.store, h.js.Conn(), h.q.Opts, sub.ID, nil); err != nil {
-		t.Fatal(err)
-	}
+	return sub
+}
+
+func (e *env) follow(id string, opts FollowOptions) ([]result.Result, job.Record) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	var rs []result.Result
-	if err := Results(ctx, h.store, sub.ID, func(r result.Result) error { rs = append(rs, r); return nil }); err != nil {
-		t.Fatal(err)
+	opts.Logger = quiet
+	rec, err := Follow(ctx, e.q.Queue, id, func(r result.Result) error { rs = append(rs, r); return nil }, opts)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return sub, rs
+	return rs, rec
 }
 
-func TestSubmitCounts(t *testing.T) {
-	h := newHermetic(t)
-	ps := fixture(t)
-	// Cache the first 30.
-	if sub, _ := h.submit(t, ps[:30], Options{BatchSize: 7}); sub.Queued != 30 || sub.Batches != 5 {
-		t.Fatalf("first job: %+v", sub)
-	}
-	lines := append([]string{}, ps[:50]...)         // 30 cached, 20 new
-	lines = append(lines, ps[40], ps[40], ps[0])    // 3 repeated
-	lines = append(lines, "", "# comment", "12345") // 1 invalid; 2 skipped
-	sub, rs := h.submit(t, lines, Options{BatchSize: 7})
-	want := Submitted{Lines: 54, Invalid: 1, Cached: 30, Repeated: 3, Queued: 20, Batches: 3}
-	if sub.Lines != want.Lines || sub.Invalid != want.Invalid || sub.Cached != want.Cached ||
-		sub.Repeated != want.Repeated || sub.Queued != want.Queued || sub.Batches != want.Batches {
-		t.Errorf("submitted %+v, want %+v", sub, want)
-	}
-	if len(rs) != 54 {
-		t.Fatalf("%d results, want 54", len(rs))
-	}
-	for i, r := range rs[:53] {
-		if r.Status != result.StatusUnique || r.Line != i+1 {
-			t.Errorf("result %d: %+v", i, r)
+// local solves each line of text as solve --local does: the expected
+// results, in order.
+func local(t *testing.T, text string, first bool) []result.Result {
+	t.Helper()
+	var out []result.Result
+	in := input.NewReader(strings.NewReader(text))
+	for {
+		it, err := in.Next()
+		if errors.Is(err, io.EOF) {
+			return out
 		}
-	}
-	if last := rs[53]; last.Status != result.StatusInvalid || last.Line != 56 || last.Key != "" ||
-		!strings.Contains(last.Error, "5 cells") {
-		t.Errorf("invalid line result: %+v", last)
-	}
-	if rs[50].Solution != rs[40].Solution || rs[52].Solution != rs[0].Solution {
-		t.Errorf("repeated puzzles have different results")
-	}
-	// Force: everything is queued again.
-	if sub, _ := h.submit(t, ps[:10], Options{Force: true}); sub.Queued != 10 || sub.Cached != 0 {
-		t.Errorf("--force: %+v", sub)
-	}
-	// All cached: the job is finished as soon as it is sealed.
-	if sub, _ := h.submit(t, ps[:10], Options{}); !sub.Finished || sub.Queued != 0 {
-		t.Errorf("all cached: %+v", sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := solver.Parse(it.Text)
+		if it.Err != nil {
+			err = it.Err
+		}
+		if err != nil {
+			out = append(out, result.Invalid(it.Line, it.Text, err))
+			continue
+		}
+		r, err := solver.Solve(context.Background(), &g, solver.Options{FirstSolution: first})
+		res := result.FromSolve(&g, r, err)
+		res.Line = it.Line
+		out = append(out, res)
 	}
 }
 
-func TestPlanRespectsLimits(t *testing.T) {
-	p := &Producer{opts: Options{BatchSize: 100, MaxMessageBytes: 1000}}
-	pb := newPublisher(p, "job")
-	puzzles := make([]string, 250)
-	for i := range puzzles {
-		puzzles[i] = strings.Repeat("x", queue.PackedLen)
+// same fails unless got and want agree line by line, ignoring where the
+// answers came from (Cached, Guesses), and the puzzle and key when got
+// leaves them out (FollowOptions.Full off).
+func same(t *testing.T, got, want []result.Result) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d results, want %d", len(got), len(want))
 	}
-	batches := pb.plan(puzzles)
-	total := 0
-	for i, b := range batches {
-		if b.Index != uint64(i) {
-			t.Errorf("batch %d has index %d", i, b.Index)
+	for i := range got {
+		g, w := got[i], want[i]
+		g.Cached, g.Guesses, w.Guesses = false, 0, 0
+		if g.Key == "" && w.Status != result.StatusInvalid {
+			w.Puzzle, w.Key = "", ""
 		}
-		if n := len(b.Append(nil)); n > 1000 {
-			t.Errorf("batch %d is %d bytes, over the 1000 limit", i, n)
+		if g != w {
+			t.Fatalf("result %d:\n got %+v\nwant %+v", i, got[i], want[i])
 		}
-		for j, it := range b.Items {
-			if it.Index != uint64(total+j) {
-				t.Errorf("batch %d item %d has index %d", i, j, it.Index)
+	}
+}
+
+func TestSubmitAndFollow(t *testing.T) {
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 100)
+	// Repeats near and far, invalid lines, blank lines and comments.
+	var b strings.Builder
+	for i, p := range puzzles {
+		fmt.Fprintln(&b, p)
+		switch i % 10 {
+		case 3:
+			fmt.Fprintln(&b, puzzles[i-1]) // a repeat in the same batch
+		case 5:
+			fmt.Fprintln(&b, "12x"+p[3:]) // invalid
+		case 7:
+			fmt.Fprintln(&b, "\n# a comment")
+		}
+	}
+	fmt.Fprintln(&b, puzzles[0]) // a repeat far back, in another batch
+	text := b.String()
+	want := local(t, text, false)
+	eachServer(t, func(t *testing.T, e *env) {
+		e.worker(worker.Options{})
+		sub := e.submit(text, Options{BatchSize: 16})
+		if sub.Lines != int64(len(want)) || sub.Invalid != 10 || sub.Repeated != 11 || sub.Cached != 0 ||
+			sub.Queued != 100 || sub.Batches != (int64(len(want))+15)/16 {
+			t.Errorf("submitted %+v", sub)
+		}
+		if len(sub.InvalidLines) != 10 || sub.InvalidLines[0].Line != 8 {
+			t.Errorf("invalid lines %+v", sub.InvalidLines)
+		}
+		got, rec := e.follow(sub.ID, FollowOptions{Full: true})
+		same(t, got, want)
+		if rec.State != job.Finished || rec.Finished.IsZero() || rec.Counts[result.StatusUnique] != 111 ||
+			rec.Counts[result.StatusInvalid] != 10 || rec.Lines != int64(len(want)) {
+			t.Errorf("record %+v", rec)
+		}
+		for _, r := range got {
+			if r.Status == result.StatusUnique && r.Key == "" {
+				t.Fatalf("Full left the key out: %+v", r)
 			}
 		}
-		total += len(b.Items)
-	}
-	if total != 250 {
-		t.Errorf("%d puzzles planned, want 250", total)
+		// Again, like a later 'job wait': the same, and still finished.
+		again, rec2 := e.follow(sub.ID, FollowOptions{})
+		for i := range again {
+			if again[i].Solution != got[i].Solution || again[i].Line != got[i].Line || again[i].Status != got[i].Status {
+				t.Fatalf("second read, line %d: %+v, first %+v", i, again[i], got[i])
+			}
+		}
+		if !rec2.Finished.Equal(rec.Finished) {
+			t.Errorf("finished again: %v then %v", rec.Finished, rec2.Finished)
+		}
+		st, err := JobStatus(context.Background(), e.q.Queue, sub.ID)
+		if err != nil || st.LinesDone != rec.Lines || st.Failures() != 10 {
+			t.Errorf("status %+v, %v", st, err)
+		}
+	})
+}
+
+func TestFirstSolutionMode(t *testing.T) {
+	text := strings.Repeat(".", 81) + "\n" + testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)[0] + "\n"
+	e := newEnv(t, "embedded")
+	e.worker(worker.Options{})
+	sub := e.submit(text, Options{FirstSolution: true})
+	got, _ := e.follow(sub.ID, FollowOptions{})
+	same(t, got, local(t, text, true))
+	if got[0].Status != result.StatusSolved {
+		t.Errorf("first solution of an empty grid: %s", got[0].Status)
 	}
 }
 
-func TestNewJobID(t *testing.T) {
-	a, b := NewJobID(), NewJobID()
-	if a == b || len(a) != 26 || len(a) > queue.MaxJobID {
-		t.Fatalf("job ids %q, %q", a, b)
+func TestCachedJobNeedsNoWorker(t *testing.T) {
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 40)
+	text := strings.Join(puzzles, "\n") + "\nnot a puzzle\n"
+	eachServer(t, func(t *testing.T, e *env) {
+		// Fill the cache with a worker, then stop it.
+		stop := e.startWorker(worker.Options{})
+		e.follow(e.submit(text, Options{}).ID, FollowOptions{})
+		stop()
+		sub := e.submit(text, Options{BatchSize: 8})
+		if sub.Cached != 40 || sub.Queued != 0 || sub.Invalid != 1 {
+			t.Fatalf("submitted %+v", sub)
+		}
+		got, rec := e.follow(sub.ID, FollowOptions{})
+		same(t, got, local(t, text, false))
+		if rec.Cached != 40 || rec.State != job.Finished {
+			t.Errorf("record %+v", rec)
+		}
+		for _, r := range got[:40] {
+			if !r.Cached {
+				t.Fatalf("a cached result not marked cached: %+v", r)
+			}
+		}
+		// Force solves them again: with no worker, the job waits.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		forced, err := e.producer(Options{Force: true}).Submit(ctx, input.NewReader(strings.NewReader(text)))
+		if err != nil || forced.Queued != 40 || forced.Cached != 0 {
+			t.Fatalf("forced %+v, %v", forced, err)
+		}
+	})
+}
+
+func TestCacheDownJobGoesOn(t *testing.T) {
+	// Redis is only a cache: with a cache that fails every call, jobs go
+	// on, slower.
+	e := newEnv(t, "embedded")
+	rdb := cache.NewRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond}),
+		cache.RedisOptions{})
+	e.cache = cache.NewGuard(rdb, cache.GuardOptions{Logger: quiet, Timeout: 200 * time.Millisecond})
+	e.worker(worker.Options{})
+	text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 50), "\n")
+	sub := e.submit(text, Options{})
+	got, _ := e.follow(sub.ID, FollowOptions{})
+	same(t, got, local(t, text, false))
+}
+
+func TestFollowWaitsForPublishing(t *testing.T) {
+	// A reader that starts before the producer has published everything
+	// (and before any worker runs) gets everything once they do.
+	e := newEnv(t, "shared")
+	pr, pw := io.Pipe()
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 60)
+	p := e.producer(Options{BatchSize: 4})
+	subc := make(chan Submitted, 1)
+	go func() {
+		sub, err := p.Submit(context.Background(), input.NewReader(pr))
+		if err != nil {
+			t.Error(err)
+		}
+		subc <- sub
+	}()
+	// Half the input, then the reader, then a worker, then the rest.
+	for _, s := range puzzles[:30] {
+		fmt.Fprintln(pw, s)
 	}
-	time.Sleep(2 * time.Millisecond)
-	if c := NewJobID(); c[:8] < a[:8] {
-		t.Errorf("job ids do not sort by time: %q before %q", c, a)
+	var id string
+	deadline := time.Now().Add(10 * time.Second)
+	for id == "" && time.Now().Before(deadline) {
+		recs, _ := Jobs(context.Background(), e.q.Queue, 1)
+		if len(recs) == 1 {
+			id = recs[0].ID
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if id == "" {
+		t.Fatal("no job record while publishing")
+	}
+	type out struct {
+		rs  []result.Result
+		rec job.Record
+	}
+	outc := make(chan out, 1)
+	go func() {
+		rs, rec := e.follow(id, FollowOptions{Poll: 50 * time.Millisecond})
+		outc <- out{rs, rec}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	e.worker(worker.Options{})
+	for _, s := range puzzles[30:] {
+		fmt.Fprintln(pw, s)
+	}
+	pw.Close()
+	if sub := <-subc; sub.ID != id || sub.Lines != 60 {
+		t.Errorf("submitted %+v", sub)
+	}
+	o := <-outc
+	same(t, o.rs, local(t, strings.Join(puzzles, "\n"), false))
+}
+
+// failingReader fails after n lines.
+type failingReader struct {
+	r io.Reader
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, errors.New("disk on fire")
+	}
+	return n, err
+}
+
+func TestFailedSubmissionMarksTheJobFailed(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 20), "\n") + "\n"
+		p := e.producer(Options{BatchSize: 4})
+		sub, err := p.Submit(context.Background(), input.NewReader(&failingReader{strings.NewReader(text)}))
+		if !errors.Is(err, ErrSubmit) || !strings.Contains(err.Error(), "disk on fire") {
+			t.Fatalf("Submit = %v, want ErrSubmit with the cause", err)
+		}
+		ctx := context.Background()
+		_, err = Follow(ctx, e.q.Queue, sub.ID, func(result.Result) error { return nil }, FollowOptions{})
+		if !errors.Is(err, ErrJobFailed) || !strings.Contains(err.Error(), "disk on fire") {
+			t.Errorf("Follow = %v, want ErrJobFailed with the cause", err)
+		}
+		st, err := JobStatus(ctx, e.q.Queue, sub.ID)
+		if err != nil || st.State != job.Failed {
+			t.Errorf("status %+v, %v", st.Record, err)
+		}
+	})
+}
+
+func TestUnknownJob(t *testing.T) {
+	e := newEnv(t, "embedded")
+	ctx := context.Background()
+	for _, id := range []string{job.NewID(), "not.an.id", ""} {
+		if _, err := Follow(ctx, e.q.Queue, id, nil, FollowOptions{}); !errors.Is(err, job.ErrNotFound) {
+			t.Errorf("Follow(%q) = %v, want job.ErrNotFound", id, err)
+		}
+		if _, err := JobStatus(ctx, e.q.Queue, id); !errors.Is(err, job.ErrNotFound) {
+			t.Errorf("JobStatus(%q) = %v, want job.ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestRemove(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 30), "\n")
+		sub := e.submit(text, Options{BatchSize: 5}) // no worker: all work pending
+		if err := Remove(ctx, e.q.Queue, sub.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := JobStatus(ctx, e.q.Queue, sub.ID); !errors.Is(err, job.ErrNotFound) {
+			t.Errorf("status after rm: %v", err)
+		}
+		info, err := e.q.Work.Info(ctx)
+		if err != nil || info.NumPending != 0 {
+			t.Errorf("work left after rm: %+v, %v", info, err)
+		}
+		if err := Remove(ctx, e.q.Queue, sub.ID); !errors.Is(err, job.ErrNotFound) {
+			t.Errorf("second rm = %v", err)
+		}
+		// Another job is untouched.
+		e.worker(worker.Options{})
+		other := e.submit(text, Options{})
+		got, _ := e.follow(other.ID, FollowOptions{})
+		same(t, got, local(t, text, false))
+	})
+}
+
+func TestJobsNewestFirst(t *testing.T) {
+	e := newEnv(t, "embedded")
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.submit("", Options{}).ID)
+		time.Sleep(2 * time.Millisecond)
+	}
+	recs, err := Jobs(context.Background(), e.q.Queue, 2)
+	if err != nil || len(recs) != 2 || recs[0].ID != ids[2] || recs[1].ID != ids[1] {
+		t.Errorf("Jobs = %+v, %v; want %s, %s", recs, err, ids[2], ids[1])
+	}
+	// An empty job is published at once and finishes on its first read.
+	_, rec := e.follow(ids[0], FollowOptions{})
+	if rec.State != job.Finished || rec.Lines != 0 {
+		t.Errorf("empty job: %+v", rec)
+	}
+}
+
+func TestForgedResultsAreRefusedAndReplaced(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 20)
+		text := strings.Join(puzzles, "\n")
+		sub := e.submit(text, Options{BatchSize: 10})
+		// Before any worker: results for batch 0 that answer other
+		// puzzles, and a batch the job never had.
+		other := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 40)[20:], "\n")
+		forged := answer(t, sub.ID, 0, other)
+		beyond := answer(t, sub.ID, 7, other)
+		for _, b := range []*job.Batch{forged, beyond} {
+			if _, err := e.q.JS.PublishMsg(ctx, e.q.Opts.ResultsMsg(b), queue.ExpectResults()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.worker(worker.Options{})
+		got, rec := e.follow(sub.ID, FollowOptions{})
+		same(t, got, local(t, text, false))
+		if rec.Counts[result.StatusUnique] != 20 {
+			t.Errorf("counts %v", rec.Counts)
+		}
+	})
+}
+
+// answer builds the results batch a worker would publish for the puzzles
+// of text as batch index of job id (with their own digest).
+func answer(t *testing.T, id string, index uint64, text string) *job.Batch {
+	t.Helper()
+	b := &job.Batch{Job: id, Index: index}
+	for i, line := range strings.Split(text, "\n") {
+		g, err := solver.Parse(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := solver.Solve(context.Background(), &g, solver.Options{})
+		b.Items = append(b.Items, job.Item{Line: i + 1, Kind: job.Known, Outcome: job.FromSolve(&g, r, err)})
+	}
+	b.Digest = b.ComputeDigest()
+	return b
+}
+
+func TestRepeatWindow(t *testing.T) {
+	var w repeatWindow
+	k := func(i int) job.Key { return job.Key{byte(i), byte(i >> 8), byte(i >> 16), 1} }
+	w.add(k(1), 0)
+	if back, ok := w.find(k(1), 5); !ok || back != 5 {
+		t.Errorf("find = %d, %v", back, ok)
+	}
+	if _, ok := w.find(k(2), 5); ok {
+		t.Error("found a key never added")
+	}
+	// Past the window the first key is forgotten, the rest kept.
+	for i := 1; i <= job.RepeatWindow; i++ {
+		w.add(k(i+1), uint64(i))
+	}
+	if _, ok := w.find(k(1), job.RepeatWindow+1); ok {
+		t.Error("a key past the window was found")
+	}
+	if back, ok := w.find(k(2), job.RepeatWindow+1); !ok || back != job.RepeatWindow {
+		t.Errorf("the oldest key in the window: %d, %v", back, ok)
+	}
+	if len(w.at) > job.RepeatWindow {
+		t.Errorf("%d keys kept, window %d", len(w.at), job.RepeatWindow)
+	}
+}
+
+func TestSolve(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		e.worker(worker.Options{})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p := testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)[0]
+		r, err := Solve(ctx, e.q.NC, e.q.Opts, p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != result.StatusUnique || r.Cached {
+			t.Errorf("Solve = %+v", r)
+		}
+		testenv.CheckSolution(t, p, r.Solution)
+		g, _ := solver.Parse(p)
+		if r.Key != g.Key() || r.Puzzle != g.String() {
+			t.Errorf("Solve key %s puzzle %s", r.Key, r.Puzzle)
+		}
+		again, err := Solve(ctx, e.q.NC, e.q.Opts, p, false)
+		if err != nil || !again.Cached || again.Solution != r.Solution {
+			t.Errorf("second Solve = %+v, %v; want the cached answer", again, err)
+		}
+		_, err = Solve(ctx, e.q.NC, e.q.Opts, "11"+p[2:], false)
+		var se *queue.ServiceError
+		if !errors.As(err, &se) || se.Code != queue.CodeInvalidPuzzle || !strings.Contains(se.Description, "r1c1") {
+			t.Errorf("Solve of a bad puzzle = %v, want code %s naming the cells", err, queue.CodeInvalidPuzzle)
+		}
+	})
+}
+
+func TestSolveWithoutWorkers(t *testing.T) {
+	e := newEnv(t, "embedded")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := Solve(ctx, e.q.NC, e.q.Opts, strings.Repeat(".", 81), false)
+	if !errors.Is(err, ErrNoAnswer) {
+		t.Errorf("Solve with no worker = %v, want ErrNoAnswer", err)
+	}
+}
+
+func TestStatusBeforeTheWorkers(t *testing.T) {
+	e := newEnv(t, "shared")
+	text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 12), "\n")
+	sub := e.submit(text, Options{BatchSize: 4})
+	ctx := context.Background()
+	st, err := JobStatus(ctx, e.q.Queue, sub.ID)
+	if err != nil || st.State != job.Published || st.BatchesDone != 0 || st.LinesDone != 0 || st.Batches != 3 {
+		t.Fatalf("status before any worker: %+v, %v", st, err)
+	}
+	e.worker(worker.Options{})
+	deadline := time.Now().Add(20 * time.Second)
+	for st.BatchesDone < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("status never reached 3 batches: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if st, err = JobStatus(ctx, e.q.Queue, sub.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.LinesDone != 12 || st.Counts[result.StatusUnique] != 12 || st.State != job.Published {
+		t.Errorf("status when every batch is done, before collection: %+v", st)
 	}
 }

@@ -117,6 +117,7 @@ type Worker struct {
 
 	inFlight atomic.Int64
 	solves   chan *solveRequest // requests of the solve endpoint
+	ready    chan struct{}      // closed once Run serves and pulls
 
 	// solve solves one grid; tests replace it.
 	solve func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error)
@@ -151,8 +152,12 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 	}
 	return &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
 		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
-		solves: make(chan *solveRequest, 64)}
+		solves: make(chan *solveRequest, 64), ready: make(chan struct{})}
 }
+
+// Ready is closed once Run has registered the micro service and started
+// pulling.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // InFlight returns the number of messages being handled now.
 func (w *Worker) InFlight() int64 { return w.inFlight.Load() }
@@ -216,6 +221,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 
+	close(w.ready)
 	w.log.Info("worker started", "concurrency", w.opts.Concurrency, "fetch", w.opts.Fetch,
 		"stream", w.q.Opts.Stream, "subjects", w.q.Opts.WorkFilter(), "solve", w.q.Opts.SolveSubject(),
 		"cache", w.cache.Enabled())
