@@ -5,9 +5,10 @@ import (
 )
 
 // TestPropagateFixpoint checks the bookkeeping that lets propagation look
-// only at what changed (state.dirty, state.prev, state.moved): when
+// only at what changed (state.dirty, prev, moved, tmoved, nmoved): when
 // propagate returns, running it again with every word marked as changed
-// must find nothing more to do. It follows one path of the search tree of
+// must find nothing more to do, and the triad marks kept per digit must be
+// those of the words. It follows one path of the search tree of
 // each fixture puzzle down to a solution or a contradiction, checking at
 // every level, and compares every contradiction it finds with what a full
 // re-run finds.
@@ -41,6 +42,10 @@ func TestPropagateFixpoint(t *testing.T) {
 				}
 				if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
 					break
+				}
+				// What triads keeps per digit must be up to date too.
+				if again.poss != s.poss || again.cert != s.cert || again.confs != s.confs {
+					t.Fatalf("%s:%d level %d: the triad marks kept are out of date", fx.file, pi+1, depth)
 				}
 				// Go down: the branch the search takes last (the state it
 				// reuses), or the first, in turn.

@@ -183,6 +183,7 @@ type state struct {
 	nmoved   uint32    // bit i: cand[i] changed since nakedSingles last looked at it
 	poss     [9]uint64 // per digit, the triads where it is possible (see triads)
 	cert     [9]uint64 // per digit, the triads where it is certain
+	confs    [9]uint64 // per digit, its configurations (see branchChute) per band and stack, a byte each
 }
 
 // init sets up the position of the givens of g, which must be valid. It
@@ -373,6 +374,12 @@ func (s *state) triads() (changed, ok bool) {
 		vc := v &^ (inCol & inStack)
 		s.poss[d] = uint64(h) | uint64(v)<<32
 		s.cert[d] = uint64(hc) | uint64(vc)<<32
+		s.confs[d] = uint64(permCount[fold(h&minirowTops)]) |
+			uint64(permCount[fold(h>>1&minirowTops)])<<8 |
+			uint64(permCount[fold(h>>2&minirowTops)])<<16 |
+			uint64(permCount[v&7|v>>6&0x38|v>>12&0x1c0])<<24 |
+			uint64(permCount[v>>3&7|v>>9&0x38|v>>15&0x1c0])<<32 |
+			uint64(permCount[v>>6&7|v>>12&0x38|v>>18&0x1c0])<<40
 	}
 	var p1, p2, p4, c1, c2, c4 uint64
 	for d := 0; d < 9; d++ {
@@ -401,8 +408,6 @@ func (s *state) triads() (changed, ok bool) {
 		if news == 0 {
 			continue
 		}
-		changed = true
-		s.dirty |= 7 << (d * 3)
 		// Triads where d is now certain, and triads it leaves.
 		lock, drop := news&p3, news&c3
 		hl, hd := uint32(lock)&all27, uint32(drop)&all27
@@ -426,12 +431,16 @@ func (s *state) triads() (changed, ok bool) {
 				x &^= colsMask(cols)
 			}
 			own := vcols[b]
-			other := (vcols[0] | vcols[1] | vcols[2]) &^ own
+			other := vcols[(b+1)%3] | vcols[(b+2)%3]
 			stack := ((own | own>>1 | own>>2) & 0x49) * 7
 			if clear := other | stack&^own; clear != 0 {
 				x &^= colsMask(clear)
 			}
-			s.cand[d*3+b] = x
+			if x != s.cand[d*3+b] {
+				s.cand[d*3+b] = x
+				s.dirty |= 1 << (d*3 + b)
+				changed = true
+			}
 		}
 	}
 	return changed, true
@@ -698,31 +707,23 @@ func (s *state) keepConfig(st bool, u, d int, m uint32) {
 // chute to branch on. Every level of the search fixes one more digit in
 // one more chute, so the search is at most 54 levels deep.
 func (s *state) branchChute() (st bool, u, d int, pat uint32) {
-	poss := &s.poss
-	var tot [6]uint32
-	for _, t := range poss {
-		h, v := uint32(t), uint32(t>>32)
-		tot[0] += uint32(permCount[fold(h&minirowTops)])
-		tot[1] += uint32(permCount[fold(h>>1&minirowTops)])
-		tot[2] += uint32(permCount[fold(h>>2&minirowTops)])
-		tot[3] += uint32(permCount[v&7|v>>6&0x38|v>>12&0x1c0])
-		tot[4] += uint32(permCount[v>>3&7|v>>9&0x38|v>>15&0x1c0])
-		tot[5] += uint32(permCount[v>>6&7|v>>12&0x38|v>>18&0x1c0])
+	var tot uint64 // configurations per chute, summed over the digits
+	for _, c := range s.confs {
+		tot += c
 	}
-	best := -1
+	best, bestN := -1, uint64(0)
 	for c := 0; c < 6; c++ {
-		if tot[c] > 9 && (best < 0 || tot[c] < tot[best]) {
-			best = c
+		if n := tot >> (8 * c) & 0xff; n > 9 && (best < 0 || n < bestN) {
+			best, bestN = c, n
 		}
 	}
-	bd, bn := -1, uint8(7)
-	for dd := range poss {
-		p := chutePattern(poss[dd], best)
-		if n := permCount[p]; n >= 2 && n < bn {
-			bd, bn, pat = dd, n, p
+	bd, bn := -1, uint64(7)
+	for dd, c := range s.confs {
+		if n := c >> (8 * best) & 0xff; n >= 2 && n < bn {
+			bd, bn = dd, n
 		}
 	}
-	return best >= 3, best % 3, bd, pat
+	return best >= 3, best % 3, bd, chutePattern(s.poss[bd], best)
 }
 
 // chutePattern returns the 3x3 matrix (see tables.go) of a digit in chute
