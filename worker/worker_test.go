@@ -1,12 +1,10 @@
 package worker
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,198 +12,49 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
-// fixture is the puzzles of testdata/17_clue_300.txt.
-func fixture(t testing.TB) []string {
-	t.Helper()
-	f, err := os.Open("testdata/17_clue_300.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ps []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		ps = append(ps, sc.Text())
-	}
-	return ps
-}
+var quiet = slog.New(slog.DiscardHandler)
 
-// env is one test's queue (unique stream, subjects and consumer) and store
-// (unique key prefix) on the shared servers.
+// env is a queue on one server and a cache shared by its workers.
 type env struct {
-	t     testing.TB
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	q     *queue.Queue
-	rdb   *redis.Client
-	store *cache.Redis
+	t     *testing.T
+	q     *testenv.Queue
+	cache *cache.Guard
 }
 
-func newEnv(t testing.TB, qo queue.Options) *env {
+func newEnv(t *testing.T, server string) *env {
 	t.Helper()
-	nc := testenv.NATS(t)
-	rdb := testenv.Redis(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := testenv.Name("wt")
-	qo.Stream, qo.DLQStream, qo.Prefix, qo.Consumer = name, name+"_DLQ", name, name
-	if qo.AckWait == 0 {
-		qo.AckWait = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	q, err := queue.Setup(ctx, js, qo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = q.Delete(context.Background()) })
-	prefix := name + ":"
-	testenv.CleanupPrefix(t, rdb, prefix)
-	return &env{t: t, nc: nc, js: js, q: q, rdb: rdb, store: cache.NewRedis(rdb, cache.RedisOptions{Prefix: prefix})}
+	return &env{t: t, q: testenv.NewQueue(t, server, queue.Options{}),
+		cache: cache.NewGuard(cache.NewMemory(0), cache.GuardOptions{Logger: quiet})}
 }
 
-// submit creates a job of puzzles in batches of size and publishes it.
-func (e *env) submit(puzzles []string, size int) string {
+func eachServer(t *testing.T, f func(t *testing.T, e *env)) {
+	for _, s := range testenv.Servers {
+		t.Run(s, func(t *testing.T) { f(t, newEnv(t, s)) })
+	}
+}
+
+// run starts w until the test ends (or stop), once it is ready.
+func (e *env) run(w *Worker) (stop func()) {
 	e.t.Helper()
-	ctx := context.Background()
-	id := testenv.Name("job")
-	if err := e.store.CreateJob(ctx, id, time.Now()); err != nil {
-		e.t.Fatal(err)
-	}
-	nb := (len(puzzles) + size - 1) / size
-	if err := e.store.AddToJob(ctx, id, cache.JobDelta{Queued: int64(len(puzzles)), Batches: int64(nb)}); err != nil {
-		e.t.Fatal(err)
-	}
-	for i := 0; i < nb; i++ {
-		b := queue.Batch{JobID: id, Index: uint64(i)}
-		for j := i * size; j < min(len(puzzles), (i+1)*size); j++ {
-			b.Items = append(b.Items, queue.Item{Index: uint64(j), Puzzle: puzzles[j]})
-		}
-		e.publish(&b)
-	}
-	if _, err := e.store.SealJob(ctx, id); err != nil {
-		e.t.Fatal(err)
-	}
-	return id
-}
-
-func (e *env) publish(b *queue.Batch) {
-	e.t.Helper()
-	m := nats.NewMsg(e.q.Opts.BulkSubject())
-	m.Data = b.Append(nil)
-	m.Header.Set(nats.MsgIdHdr, b.MsgID())
-	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// waitJob waits until the job is finished, or fails the test after d.
-func (e *env) waitJob(id string, d time.Duration) cache.Job {
-	e.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		j, err := e.store.Job(context.Background(), id)
-		if err == nil && j.IsFinished() {
-			return j
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("job %s not finished after %v: %+v (err %v)", id, d, j, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// checkResults checks that every puzzle has its correct cached result.
-func (e *env) checkResults(puzzles []string) {
-	e.t.Helper()
-	keys := make([]string, len(puzzles))
-	for i, p := range puzzles {
-		g, err := solver.Parse(p)
-		if err != nil {
-			keys[i] = cache.InputKey(p)
-			continue
-		}
-		keys[i] = g.Key()
-	}
-	got, err := e.store.Get(context.Background(), keys)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for i, r := range got {
-		if r == nil {
-			e.t.Errorf("puzzle %d has no result", i)
-			continue
-		}
-		g, err := solver.Parse(puzzles[i])
-		if err != nil {
-			if r.Status != result.StatusInvalid {
-				e.t.Errorf("invalid puzzle %d: status %s", i, r.Status)
-			}
-			continue
-		}
-		want, err := solver.Solve(context.Background(), &g, solver.Options{})
-		if err != nil || r.Status != result.StatusUnique || r.Solution != want.Solution.Digits() {
-			e.t.Errorf("puzzle %d: got %+v", i, r)
-		}
-	}
-}
-
-// countingObserver counts batches by outcome.
-type countingObserver struct {
-	mu       sync.Mutex
-	outcomes map[string]int
-	puzzles  int
-}
-
-func (o *countingObserver) Batch(s *BatchStats) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.outcomes == nil {
-		o.outcomes = map[string]int{}
-	}
-	o.outcomes[s.Outcome]++
-	if s.Outcome == "acked" {
-		o.puzzles += s.Puzzles
-	}
-}
-
-func (o *countingObserver) get(outcome string) (int, int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.outcomes[outcome], o.puzzles
-}
-
-// runWorker starts a worker in this process on its own connection; the
-// returned function stops it and waits.
-func (e *env) runWorker(store Store, opts Options) (stop func()) {
-	e.t.Helper()
-	nc, err := nats.Connect(testenv.NATSURL())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	q, err := queue.Setup(context.Background(), js, e.q.Opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, nil))
-	}
-	w := New(nc, q, store, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		e.t.Fatalf("worker: %v", err)
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -213,217 +62,354 @@ func (e *env) runWorker(store Store, opts Options) (stop func()) {
 			if err := <-done; err != nil {
 				e.t.Errorf("worker Run: %v", err)
 			}
-			nc.Close()
 		})
 	}
 	e.t.Cleanup(stop)
 	return stop
 }
 
-type testWriter struct{ t testing.TB }
+func (e *env) worker(opts Options) *Worker {
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	return New(e.q.NC, e.q.Queue, e.cache, opts)
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", strings.TrimSpace(string(p)))
-	return len(p), nil
+func (e *env) submit(puzzles []string, size int) string {
+	e.t.Helper()
+	p := producer.New(e.q.Queue, e.cache, producer.Options{BatchSize: size, Logger: quiet})
+	sub, err := p.Submit(context.Background(), input.NewReader(strings.NewReader(strings.Join(puzzles, "\n"))))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sub.ID
+}
+
+// follow collects a job's results, failing after d.
+func (e *env) follow(id string, d time.Duration) ([]result.Result, job.Record) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var rs []result.Result
+	rec, err := producer.Follow(ctx, e.q.Queue, id, func(r result.Result) error { rs = append(rs, r); return nil },
+		producer.FollowOptions{Logger: quiet})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rs, rec
+}
+
+// check fails unless rs solve puzzles, in order.
+func check(t *testing.T, puzzles []string, rs []result.Result) {
+	t.Helper()
+	if len(rs) != len(puzzles) {
+		t.Fatalf("%d results for %d puzzles", len(rs), len(puzzles))
+	}
+	for i, r := range rs {
+		if r.Status != result.StatusUnique || r.Line != i+1 {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+		testenv.CheckSolution(t, puzzles[i], r.Solution)
+	}
+}
+
+// observer counts what workers did.
+type observer struct {
+	mu       sync.Mutex
+	outcomes map[string]int
+	puzzles  int
+	solved   int
+	errs     []error
+}
+
+func (o *observer) Batch(s *BatchStats) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.outcomes == nil {
+		o.outcomes = map[string]int{}
+	}
+	o.outcomes[s.Outcome]++
+	o.solved += len(s.SolveTimes)
+	if s.Outcome == OutcomeAcked {
+		o.puzzles += s.Puzzles
+	}
+	if s.Err != nil {
+		o.errs = append(o.errs, s.Err)
+	}
+}
+
+func (o *observer) get(outcome string) (n, puzzles, solved int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.outcomes[outcome], o.puzzles, o.solved
 }
 
 func TestTwoWorkersShareAJob(t *testing.T) {
-	e := newEnv(t, queue.Options{})
-	puzzles := fixture(t)
-	var o1, o2 countingObserver
-	e.runWorker(e.store, Options{Concurrency: 1, Observer: &o1})
-	e.runWorker(e.store, Options{Concurrency: 1, Observer: &o2})
-	id := e.submit(puzzles, 10)
-	j := e.waitJob(id, 30*time.Second)
-	if j.Done != int64(len(puzzles)) || j.Counts[result.StatusUnique] != int64(len(puzzles)) {
-		t.Errorf("job = %+v", j)
+	eachServer(t, func(t *testing.T, e *env) {
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 600)
+		var o1, o2 observer
+		e.run(e.worker(Options{Concurrency: 1, Observer: &o1, NoService: true}))
+		e.run(e.worker(Options{Concurrency: 1, Observer: &o2}))
+		id := e.submit(puzzles, 20)
+		rs, rec := e.follow(id, 60*time.Second)
+		check(t, puzzles, rs)
+		b1, p1, _ := o1.get(OutcomeAcked)
+		b2, p2, _ := o2.get(OutcomeAcked)
+		if b1+b2 < 30 || p1+p2 < 600 || b1 == 0 || b2 == 0 {
+			t.Errorf("worker 1 acked %d batches (%d puzzles), worker 2 %d (%d): want both to share 30", b1, p1, b2, p2)
+		}
+		if rec.Counts[result.StatusUnique] != 600 {
+			t.Errorf("counts %v", rec.Counts)
+		}
+	})
+}
+
+// deadLetters returns the dead letters of e's queue.
+func (e *env) deadLetters() []*queue.DeadLetter {
+	var out []*queue.DeadLetter
+	if err := e.q.EachDeadLetter(context.Background(), func(dl *queue.DeadLetter) error {
+		out = append(out, dl)
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
 	}
-	e.checkResults(puzzles)
-	n1, p1 := o1.get("acked")
-	n2, p2 := o2.get("acked")
-	t.Logf("worker 1: %d batches, %d puzzles; worker 2: %d batches, %d puzzles", n1, p1, n2, p2)
-	if n1 == 0 || n2 == 0 {
-		t.Errorf("a worker got no work: %d and %d batches", n1, n2)
-	}
-	if p1+p2 < len(puzzles) {
-		t.Errorf("%d puzzles acked, want at least %d", p1+p2, len(puzzles))
+	return out
+}
+
+// waitDeadLetters waits until there are n dead letters.
+func (e *env) waitDeadLetters(n int) []*queue.DeadLetter {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		dls := e.deadLetters()
+		if len(dls) >= n || time.Now().After(deadline) {
+			return dls
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func TestInvalidPuzzlesInABatch(t *testing.T) {
-	e := newEnv(t, queue.Options{})
-	puzzles := fixture(t)[:20]
-	bad := []string{
-		strings.Repeat("1", 81),              // repeats
-		"12345",                              // too short
-		"hello<b>" + strings.Repeat(".", 73), // letters
-	}
-	all := append(append([]string{}, puzzles[:10]...), bad...)
-	all = append(all, puzzles[10:]...)
-	var o countingObserver
-	e.runWorker(e.store, Options{Observer: &o})
-	id := e.submit(all, 100)
-	j := e.waitJob(id, 30*time.Second)
-	if j.Counts[result.StatusInvalid] != int64(len(bad)) || j.Counts[result.StatusUnique] != int64(len(puzzles)) {
-		t.Errorf("counts = %v", j.Counts)
-	}
-	e.checkResults(all)
-	got, _ := e.store.Get(context.Background(), []string{cache.InputKey(bad[1])})
-	if got[0] == nil || !strings.Contains(got[0].Error, "5 cells") {
-		t.Errorf("result of a short line = %+v, want an error naming the cell count", got[0])
-	}
-	if n, _ := o.get("nak"); n != 0 {
-		t.Errorf("%d naks: invalid puzzles must not be redelivered", n)
-	}
+func TestForgedBatchesAreDeadLettered(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 100)
+		victim := e.submit(puzzles[:40], 10) // batches 0-3, no worker yet
+		other, _ := solver.Parse(puzzles[50])
+		forge := func(id string, index, first uint64, lines int) *job.Batch {
+			b := &job.Batch{Job: id, Index: index, First: first}
+			for i := range lines {
+				b.Items = append(b.Items, job.Item{Line: int(first) + i + 1, Kind: job.Solve, Grid: other})
+			}
+			return b
+		}
+		cases := []struct {
+			reason  string
+			subject string // "" for the batch's own
+			b       *job.Batch
+		}{
+			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},              // past the job's batches
+			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},         // past its manifests
+			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},                // in range, other puzzles
+			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},                // in range, items out of place
+			{queue.ReasonUnknownJob, "", forge(job.NewID(), 0, 0, 3)},           // no such job
+			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID()), nil},      // another job's subject
+		}
+		for i, c := range cases {
+			var m *nats.Msg
+			if c.b == nil {
+				// The victim's real batch 0, under another job's subject.
+				real := forge(victim, 0, 0, 10)
+				for j := range real.Items {
+					g, _ := solver.Parse(puzzles[j])
+					real.Items[j].Grid, real.Items[j].Line = g, j+1
+				}
+				m = e.q.Opts.WorkMsg(real)
+			} else {
+				m = e.q.Opts.WorkMsg(c.b)
+			}
+			if c.subject != "" {
+				m.Subject = c.subject
+			}
+			m.Header.Set(nats.MsgIdHdr, "forged-"+string(rune('a'+i)))
+			if _, err := e.q.JS.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var o observer
+		e.run(e.worker(Options{Observer: &o}))
+		rs, rec := e.follow(victim, 30*time.Second)
+		check(t, puzzles[:40], rs)
+		if rec.Counts[result.StatusUnique] != 40 || rec.Lines != 40 {
+			t.Errorf("victim's record %+v", rec)
+		}
+		dls := e.waitDeadLetters(len(cases))
+		if len(dls) != len(cases) {
+			t.Fatalf("%d dead letters, want %d", len(dls), len(cases))
+		}
+		got := map[string]int{}
+		for _, dl := range dls {
+			got[dl.Reason]++
+			if dl.Error == "" || dl.Deliveries != 1 {
+				t.Errorf("dead letter %+v: want the error and 1 delivery", dl)
+			}
+		}
+		want := map[string]int{queue.ReasonOutOfRange: 2, queue.ReasonMismatch: 3, queue.ReasonUnknownJob: 1}
+		for r, n := range want {
+			if got[r] != n {
+				t.Errorf("%d dead letters for %s, want %d (all: %v)", got[r], r, n, got)
+			}
+		}
+		var rejected int
+		o.mu.Lock()
+		for _, err := range o.errs {
+			var re *RejectError
+			if errors.As(err, &re) {
+				rejected++
+			}
+		}
+		o.mu.Unlock()
+		if rejected != len(cases) {
+			t.Errorf("%d RejectErrors observed, want %d", rejected, len(cases))
+		}
+	})
 }
 
 func TestUndecodableMessageIsDeadLettered(t *testing.T) {
-	e := newEnv(t, queue.Options{})
-	var o countingObserver
-	e.runWorker(e.store, Options{Observer: &o})
-	m := nats.NewMsg(e.q.Opts.BulkSubject())
-	m.Data = []byte("<html>not a batch</html>")
-	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	// The worker goes on with good work afterwards.
-	puzzles := fixture(t)[:5]
-	id := e.submit(puzzles, 5)
-	e.waitJob(id, 30*time.Second)
-
-	dlq, err := e.js.Stream(context.Background(), e.q.Opts.DLQStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := dlq.GetLastMsgForSubject(context.Background(), e.q.Opts.DLQSubject("undecodable"))
-	if err != nil {
-		t.Fatalf("no dead letter: %v", err)
-	}
-	if string(raw.Data) != "<html>not a batch</html>" || !strings.Contains(raw.Header.Get("Sudoku-Dlq-Error"), "version") {
-		t.Errorf("dead letter = %q, headers %v", raw.Data, raw.Header)
-	}
-	// Terminated: no longer in the work stream. (The last batch's ack goes
-	// out just after its results are stored: allow it a moment.)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		info, err := e.q.Bulk.Info(context.Background())
-		if err != nil {
+	e := newEnv(t, "shared")
+	e.run(e.worker(Options{}))
+	for _, body := range [][]byte{nil, []byte("hello"), {job.WorkVersion, 0, 1, 'j', 0, 0, 0}} {
+		if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("x"), body); err != nil {
 			t.Fatal(err)
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
+	}
+	dls := e.waitDeadLetters(3)
+	if len(dls) != 3 {
+		t.Fatalf("%d dead letters, want 3", len(dls))
+	}
+	for _, dl := range dls {
+		if dl.Reason != queue.ReasonUndecodable || dl.BodyError == "" || !strings.Contains(dl.Error, "undecodable") {
+			t.Errorf("dead letter %+v", dl)
+		}
+	}
+}
+
+func TestRedeliveredBatchIsNotSolvedAgain(t *testing.T) {
+	// A batch whose results are stored (its ack was lost) is acked
+	// without being solved again.
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 10)
+	var o observer
+	stop := e.run(e.worker(Options{Observer: &o}))
+	id := e.submit(puzzles, 10)
+	e.follow(id, 20*time.Second)
+	stop()
+	_, _, solvedBefore := o.get(OutcomeAcked)
+	if solvedBefore != 10 {
+		t.Fatalf("solved %d puzzles, want 10", solvedBefore)
+	}
+	// Deliver batch 0 again, as a redelivery would.
+	b := &job.Batch{Job: id}
+	for i, p := range puzzles {
+		g, _ := solver.Parse(p)
+		b.Items = append(b.Items, job.Item{Line: i + 1, Kind: job.Solve, Grid: g})
+	}
+	m := e.q.Opts.WorkMsg(b)
+	m.Header.Set(nats.MsgIdHdr, "again")
+	if _, err := e.q.JS.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	// A first delivery that ends without an ack: the next one is a
+	// redelivery.
+	batch, err := e.q.Work.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for msg := range batch.Messages() {
+		_ = msg.Nak()
+	}
+	var o2 observer // and no cache: it would answer the puzzles too
+	e.run(New(e.q.NC, e.q.Queue, nil, Options{Observer: &o2, Logger: quiet}))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _, _ := o2.get(OutcomeAcked); n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("consumer still has %d pending, %d awaiting ack", info.NumPending, info.NumAckPending)
+			t.Fatal("the batch was not acked")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n, _ := o.get("dead_letter"); n != 1 {
-		t.Errorf("%d dead letters, want 1", n)
+	if _, _, solved := o2.get(OutcomeAcked); solved != 0 {
+		t.Errorf("the redelivered batch was solved again (%d puzzles)", solved)
 	}
+	rs, _ := e.follow(id, 10*time.Second)
+	check(t, puzzles, rs)
 }
 
-func TestRedisDownMidJob(t *testing.T) {
-	e := newEnv(t, queue.Options{})
-	// A private Redis that keeps its data across the restart (append-only
-	// file, synced on every write), so the job record survives.
-	srv := testenv.RedisServer(t, "--appendonly", "yes", "--appendfsync", "always")
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
-	e.store = cache.NewRedis(rdb, cache.RedisOptions{Prefix: "t:"})
-
-	puzzles := fixture(t)
-	id := e.submit(puzzles, 10)
-	var o countingObserver
-	e.runWorker(e.store, Options{Concurrency: 2, Observer: &o, NakDelays: []time.Duration{200 * time.Millisecond}})
-	// Stop Redis as soon as the first batch is done.
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for _, p := o.get("acked"); p == 0; _, p = o.get("acked") {
-			time.Sleep(time.Millisecond)
-		}
-		srv.Stop()
-	}()
-	<-stopped
-	deadline := time.Now().Add(10 * time.Second)
-	for n, _ := o.get("nak"); n < 1; n, _ = o.get("nak") {
-		if time.Now().After(deadline) {
-			t.Fatal("no nak while Redis was down")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second) // down for a while: the worker keeps running
-	if j, _ := o.get("acked"); j >= 30 {
-		t.Fatalf("every batch acked with Redis down")
-	}
-	srv.Start()
-	j := e.waitJob(id, 60*time.Second)
-	if j.Done != int64(len(puzzles)) || j.Counts[result.StatusUnique] != int64(len(puzzles)) {
-		t.Errorf("job = %+v", j)
-	}
-	e.checkResults(puzzles)
-	naks, _ := o.get("nak")
-	dead, _ := o.get("dead_letter")
-	t.Logf("naks while Redis was down: %d", naks)
-	if dead != 0 {
-		t.Errorf("%d dead letters", dead)
-	}
-}
-
-func TestInteractiveEventCarriesResult(t *testing.T) {
-	e := newEnv(t, queue.Options{})
-	e.runWorker(e.store, Options{})
-	p := fixture(t)[0]
-	id := testenv.Name("get")
-	sub, err := e.nc.SubscribeSync(e.q.Opts.EventSubject(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := queue.Batch{JobID: id, Items: []queue.Item{{Puzzle: p}}}
-	m := nats.NewMsg(e.q.Opts.InteractiveSubject())
-	m.Data = b.Append(nil)
-	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	msg, err := sub.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev struct {
-		Results []result.Result `json:"results"`
-	}
-	if err := json.Unmarshal(msg.Data, &ev); err != nil {
-		t.Fatal(err)
-	}
-	if len(ev.Results) != 1 || ev.Results[0].Status != result.StatusUnique {
-		t.Fatalf("event = %s", msg.Data)
-	}
-}
-
-func TestPanicBecomesError(t *testing.T) {
-	e := newEnv(t, queue.Options{})
-	puzzles := fixture(t)[:10]
+func TestPanicBecomesGaveUp(t *testing.T) {
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 10)
 	poison, _ := solver.Parse(puzzles[3])
-	nc := testenv.NATS(t)
-	w := New(nc, e.q, e.store, Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	w := e.worker(Options{})
 	w.solve = func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
 		if *g == poison {
 			panic(errors.New("boom"))
 		}
 		return sv.Solve(ctx, g, opts)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	id := e.submit(puzzles, 10)
-	j := e.waitJob(id, 30*time.Second)
-	if j.Counts[result.StatusGaveUp] != 1 || j.Counts[result.StatusUnique] != 9 {
-		t.Fatalf("counts = %v", j.Counts)
+	e.run(w)
+	rs, rec := e.follow(e.submit(puzzles, 10), 20*time.Second)
+	if rec.Counts[result.StatusGaveUp] != 1 || rec.Counts[result.StatusUnique] != 9 {
+		t.Fatalf("counts = %v", rec.Counts)
 	}
-	got, _ := e.store.Get(context.Background(), []string{poison.Key()})
-	if got[0] == nil || !strings.Contains(got[0].Error, "internal error: boom") {
-		t.Fatalf("result of the puzzle that panicked = %+v", got[0])
+	if rs[3].Status != result.StatusGaveUp || !strings.Contains(rs[3].Error, "internal error: boom") {
+		t.Fatalf("result of the puzzle that panicked = %+v", rs[3])
 	}
+	// A gave_up is no answer: it is not cached.
+	if hits := e.cache.Get(context.Background(), []job.Key{job.KeyOf(&poison)}); hits != nil && hits[0] != nil {
+		t.Errorf("a gave_up result was cached: %+v", hits[0])
+	}
+}
+
+func TestSolveEndpoint(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		e.run(e.worker(Options{}))
+		p := testenv.Puzzles(t, "testdata/17_clue_300.txt", 1)[0]
+		for _, tc := range []struct {
+			name, body string
+			status     result.Status
+		}{
+			{"text", p, result.StatusUnique},
+			{"json", `{"puzzle": "` + p + `"}`, result.StatusUnique},
+			{"json first", `{"puzzle": "` + strings.Repeat(".", 81) + `", "first": true}`, result.StatusSolved},
+		} {
+			m, err := e.q.NC.Request(e.q.Opts.SolveSubject(), []byte(tc.body), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r result.Result
+			if err := json.Unmarshal(m.Data, &r); err != nil || r.Status != tc.status {
+				t.Fatalf("%s: reply %s (%v)", tc.name, m.Data, err)
+			}
+			puzzle := p
+			if tc.status == result.StatusSolved {
+				puzzle = strings.Repeat(".", 81)
+			}
+			testenv.CheckSolution(t, puzzle, r.Solution)
+		}
+		for _, tc := range []struct{ body, code, says string }{
+			{"12", queue.CodeInvalidPuzzle, "2 cells, want 81"},
+			{`{"puzzle": 5}`, queue.CodeBadRequest, "JSON"},
+			{`{"puzle": "x"}`, queue.CodeBadRequest, "unknown field"},
+		} {
+			m, err := e.q.NC.Request(e.q.Opts.SolveSubject(), []byte(tc.body), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			se := queue.ServiceErrorOf(m)
+			if se == nil || se.Code != tc.code || !strings.Contains(se.Description, tc.says) {
+				t.Errorf("request %q: error %+v, want code %s saying %q", tc.body, se, tc.code, tc.says)
+			}
+		}
+	})
 }
