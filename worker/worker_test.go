@@ -207,12 +207,12 @@ func TestForgedBatchesAreDeadLettered(t *testing.T) {
 			subject string // "" for the batch's own
 			b       *job.Batch
 		}{
-			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},              // past the job's batches
-			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},         // past its manifests
-			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},                // in range, other puzzles
-			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},                // in range, items out of place
-			{queue.ReasonUnknownJob, "", forge(job.NewID(), 0, 0, 3)},           // no such job
-			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID()), nil},      // another job's subject
+			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},         // past the job's batches
+			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},    // past its manifests
+			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},           // in range, other puzzles
+			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},           // in range, items out of place
+			{queue.ReasonUnknownJob, "", forge(job.NewID(), 0, 0, 3)},      // no such job
+			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID()), nil}, // another job's subject
 		}
 		for i, c := range cases {
 			var m *nats.Msg
