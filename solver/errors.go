@@ -11,7 +11,8 @@ type ErrorKind uint8
 // The kinds of ParseError.
 const (
 	// CellCount: the input does not hold exactly 81 cells. ParseError.Cells
-	// says how many it does hold, counting up to 82 at most. When Line is
+	// says how many it does hold (every one is counted: the input is at most
+	// MaxInputLen bytes long, or it would be TooLong). When Line is
 	// set, the input is a grid of several lines and Cells counts the cells
 	// of line Line, which should hold 9.
 	CellCount ErrorKind = iota + 1
@@ -66,7 +67,7 @@ type ParseError struct {
 	Line  int  // line of the bad character (BadChar) or of the bad grid line (CellCount, 0 for the whole input)
 	Col   int  // column of the bad character (BadChar)
 	Char  rune // the bad character (BadChar; utf8.RuneError for invalid UTF-8)
-	Cells int  // cells found (CellCount), at most 82
+	Cells int  // cells found (CellCount), at most MaxInputLen
 	Cell  int  // the cell (BadChar: the cell it would have filled, or -1 past the last; Conflict: the first of the two)
 	Cell2 int  // Conflict: the second cell
 	Digit int  // Conflict, BadDigit: the digit
@@ -105,12 +106,9 @@ func (e *ParseError) Error() string {
 	return "solver: invalid puzzle"
 }
 
-// cellCount says how many cells were found, given a count that stops at 82.
+// cellCount says how many cells were found: "1 cell", "82 cells".
 func cellCount(n int) string {
-	switch {
-	case n > 81:
-		return "more than 81 cells"
-	case n == 1:
+	if n == 1 {
 		return "1 cell"
 	}
 	return strconv.Itoa(n) + " cells"

@@ -70,7 +70,10 @@ func checkParseError(t *testing.T, s string, g Grid, err error) {
 	case TooLong:
 		ok = len(s) > MaxInputLen && pe.Len == len(s)
 	case CellCount:
-		ok = pe.Cells >= 0 && pe.Cells <= 82 && pe.Line >= 0
+		// Every cell is counted; a whole input of 81 cells, or a grid
+		// line of 9, is no error.
+		ok = pe.Cells >= 0 && pe.Cells <= len(s) && pe.Line >= 0 &&
+			(pe.Line == 0 && pe.Cells != 81 || pe.Line > 0 && pe.Cells != 9)
 	case BadChar:
 		ok = pe.Line >= 1 && pe.Col >= 1 && pe.Cell >= -1 && pe.Cell <= 80
 	case Conflict:

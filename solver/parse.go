@@ -141,9 +141,9 @@ func parseText(s string) (Grid, error) {
 			case lines == 1:
 				firstN, firstLine = n, lineNo
 			case firstN != 9:
-				return Grid{}, &ParseError{Kind: CellCount, Line: firstLine, Cells: min(firstN, 82)}
+				return Grid{}, &ParseError{Kind: CellCount, Line: firstLine, Cells: firstN}
 			case n != 9:
-				return Grid{}, &ParseError{Kind: CellCount, Line: lineNo, Cells: min(n, 82)}
+				return Grid{}, &ParseError{Kind: CellCount, Line: lineNo, Cells: n}
 			}
 		}
 		if !more {
@@ -152,7 +152,7 @@ func parseText(s string) (Grid, error) {
 	}
 	// Past the loop every line with cells held 9, or there was one line.
 	if total != 81 {
-		return Grid{}, &ParseError{Kind: CellCount, Cells: min(total, 82)}
+		return Grid{}, &ParseError{Kind: CellCount, Cells: total}
 	}
 	if err := g.Validate(); err != nil {
 		return Grid{}, err

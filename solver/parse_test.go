@@ -101,9 +101,22 @@ var parseTests = []struct {
 	{name: "line of 80 cells", in: puzzle[:80], err: &ParseError{Kind: CellCount, Cells: 80},
 		msg: "solver: 80 cells, want 81"},
 	{name: "line of 82 cells", in: puzzle + "9", err: &ParseError{Kind: CellCount, Cells: 82},
-		msg: "solver: more than 81 cells, want 81"},
-	{name: "line of 300 cells counts to 82", in: strings.Repeat("1", 300), err: &ParseError{Kind: CellCount, Cells: 82}},
-	{name: "longest input", in: strings.Repeat(".", MaxInputLen), err: &ParseError{Kind: CellCount, Cells: 82}},
+		msg: "solver: 82 cells, want 81"},
+	{name: "line of 82 cells ending in CRLF", in: puzzle + "0\r\n", err: &ParseError{Kind: CellCount, Cells: 82},
+		msg: "solver: 82 cells, want 81"},
+	{name: "line of 83 cells", in: "." + puzzle + ".", err: &ParseError{Kind: CellCount, Cells: 83},
+		msg: "solver: 83 cells, want 81"},
+	{name: "line of 162 cells (two puzzles on a line)", in: puzzle + puzzleZeros, err: &ParseError{Kind: CellCount, Cells: 162},
+		msg: "solver: 162 cells, want 81"},
+	{name: "line of 300 cells", in: strings.Repeat("1", 300), err: &ParseError{Kind: CellCount, Cells: 300},
+		msg: "solver: 300 cells, want 81"},
+	{name: "line of 1000 cells", in: strings.Repeat("0", 1000), err: &ParseError{Kind: CellCount, Cells: 1000},
+		msg: "solver: 1000 cells, want 81"},
+	{name: "line of 1000 cells with separators", in: strings.Repeat("1 | ", 1000), err: &ParseError{Kind: CellCount, Cells: 1000},
+		msg: "solver: 1000 cells, want 81"},
+	{name: "longest input", in: strings.Repeat(".", MaxInputLen), err: &ParseError{Kind: CellCount, Cells: MaxInputLen},
+		msg: "solver: 4096 cells, want 81"},
+	{name: "one cell", in: "5", err: &ParseError{Kind: CellCount, Cells: 1}, msg: "solver: 1 cell, want 81"},
 	{name: "grid row of 8 cells", in: replaceLine(5, "8 . . | . 6 . | . 3"),
 		err: &ParseError{Kind: CellCount, Line: 5, Cells: 8},
 		msg: "solver: line 5: 8 cells, want 9 in each of the 9 lines of a grid"},
@@ -111,7 +124,10 @@ var parseTests = []struct {
 	{name: "first grid row wrong", in: replaceLine(1, "5 3 . | . 7 . | . ."), err: &ParseError{Kind: CellCount, Line: 1, Cells: 8}},
 	{name: "grid of 8 rows", in: replaceLine(11, ""), err: &ParseError{Kind: CellCount, Cells: 72},
 		msg: "solver: 72 cells, want 81"},
-	{name: "grid of 10 rows", in: puzzleSite + siteLine(11), err: &ParseError{Kind: CellCount, Cells: 82}},
+	{name: "grid of 10 rows", in: puzzleSite + siteLine(11), err: &ParseError{Kind: CellCount, Cells: 90},
+		msg: "solver: 90 cells, want 81"},
+	{name: "grid row of 300 cells", in: replaceLine(2, strings.Repeat("6 ", 300)), err: &ParseError{Kind: CellCount, Line: 2, Cells: 300},
+		msg: "solver: line 2: 300 cells, want 9 in each of the 9 lines of a grid"},
 	{name: "two puzzles", in: puzzle + "\n" + puzzle, err: &ParseError{Kind: CellCount, Line: 1, Cells: 81},
 		msg: "solver: line 1: 81 cells, want 9 in each of the 9 lines of a grid"},
 
@@ -284,5 +300,18 @@ func BenchmarkParse(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/puzzle")
 		})
+	}
+}
+
+// TestParseHugeInput checks that a megabyte on one line is rejected for
+// its length, before its first character is looked at (a letter there
+// would otherwise be a BadChar error).
+func TestParseHugeInput(t *testing.T) {
+	for _, in := range []string{strings.Repeat("1", 1<<20), "x" + strings.Repeat(".", 1<<20)} {
+		_, err := Parse(in)
+		var pe *ParseError
+		if !errors.As(err, &pe) || *pe != (ParseError{Kind: TooLong, Len: len(in)}) {
+			t.Errorf("Parse of %d bytes starting %q: %v, want a TooLong error", len(in), in[:1], err)
+		}
 	}
 }
