@@ -125,8 +125,11 @@ func (f *follower) readRecord(ctx context.Context) error {
 		case err == nil:
 			f.rec, f.rev = rec, rev
 			f.setWaiting("")
-			if rec.State == job.Failed {
-				return fmt.Errorf("job %s: %w: %s", f.id, ErrJobFailed, rec.Error)
+			if rec.Stale(time.Now()) {
+				f.markStale(ctx)
+			}
+			if f.rec.State == job.Failed {
+				return fmt.Errorf("job %s: %w: %s", f.id, ErrJobFailed, f.rec.Error)
 			}
 			return nil
 		case errors.Is(err, job.ErrNotFound):
@@ -139,6 +142,21 @@ func (f *follower) readRecord(ctx context.Context) error {
 		case <-time.After(f.opts.Poll):
 		case <-ctx.Done():
 		}
+	}
+}
+
+// markStale marks the job failed: its producer stopped publishing (killed,
+// or cut off) and it will never finish. If the record changed meanwhile
+// (the producer is alive after all), the new one is kept.
+func (f *follower) markStale(ctx context.Context) {
+	r := f.rec
+	r.FailStale()
+	if rev, err := f.jobs.Update(ctx, &r, f.rev); err == nil {
+		f.rec, f.rev = r, rev
+		return
+	}
+	if rec, rev, err := f.jobs.Get(ctx, f.id); err == nil {
+		f.rec, f.rev = rec, rev
 	}
 }
 

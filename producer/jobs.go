@@ -33,6 +33,9 @@ func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 	if err != nil {
 		return Status{Record: rec}, err
 	}
+	if rec.Stale(time.Now()) {
+		rec.FailStale()
+	}
 	s := Status{Record: rec, Counts: job.Counts{}}
 	if rec.State == job.Finished {
 		s.BatchesDone, s.LinesDone = rec.Batches, rec.Lines

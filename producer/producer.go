@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
@@ -97,20 +98,55 @@ func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, err
 	if s.rev, err = p.jobs.Create(ctx, &s.rec); err != nil {
 		return s.sub, fmt.Errorf("create the job record: %w", err)
 	}
-	if err := s.run(ctx, in); err != nil {
+	stop := s.heartbeat(ctx)
+	err = s.run(ctx, in)
+	stop()
+	if err != nil {
 		s.fail(err)
 		return s.sub, fmt.Errorf("job %s: %w: %w", s.sub.ID, ErrSubmit, err)
 	}
 	return s.sub, nil
 }
 
+// heartbeat refreshes the record every job.HeartbeatEvery until stop, so
+// that readers can tell a slow input from a dead producer.
+func (s *submission) heartbeat(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(job.HeartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.mu.Lock()
+				if time.Since(s.rec.Heartbeat) >= job.HeartbeatEvery/2 {
+					if err := s.updateLocked(ctx); err != nil {
+						s.p.opts.Logger.Warn("producer: cannot refresh the job's heartbeat", "job", s.sub.ID, "err", err)
+					}
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // submission is one Submit in progress.
 type submission struct {
 	p   *Producer
+	pub *publisher
+
+	mu  sync.Mutex // the record, its counts and revision: heartbeat runs apart
 	sub Submitted
 	rec job.Record
 	rev uint64
-	pub *publisher
 
 	group   []job.Batch // batches read, not yet published
 	batch   job.Batch   // the batch being filled
@@ -151,7 +187,9 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	if err := s.pub.wait(ctx); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.rec.State = job.Published
+	s.mu.Unlock()
 	if err := s.update(ctx); err != nil {
 		return err
 	}
@@ -303,11 +341,22 @@ func (s *submission) lookup(ctx context.Context) bool {
 	return ok
 }
 
-// update stores the job record with the counts so far.
+// update stores the job record with the counts so far. Only the
+// submitting goroutine calls it (it alone writes s.sub).
 func (s *submission) update(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	r := &s.rec
 	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
 	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
+	return s.updateLocked(ctx)
+}
+
+// updateLocked stores the record as it is, with a fresh heartbeat; s.mu
+// is held.
+func (s *submission) updateLocked(ctx context.Context) error {
+	r := &s.rec
+	r.Heartbeat = time.Now().UTC()
 	rev, err := s.p.jobs.Update(ctx, r, s.rev)
 	if errors.Is(err, job.ErrConflict) {
 		return fmt.Errorf("the job record was changed or removed by someone else: %w", err)
@@ -324,7 +373,9 @@ func (s *submission) fail(cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.pub.abandon()
+	s.mu.Lock()
 	s.rec.State, s.rec.Error = job.Failed, cause.Error()
+	s.mu.Unlock()
 	if err := s.update(ctx); err != nil {
 		s.p.opts.Logger.Error("producer: cannot mark the job failed", "job", s.sub.ID, "err", err)
 	}

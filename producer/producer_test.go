@@ -528,3 +528,30 @@ func TestStatusBeforeTheWorkers(t *testing.T) {
 		t.Errorf("status when every batch is done, before collection: %+v", st)
 	}
 }
+
+func TestStaleProducerFailsTheJob(t *testing.T) {
+	// A producer that dies while publishing leaves its job publishing; a
+	// reader that finds no heartbeat for job.StaleAfter marks it failed
+	// instead of waiting for ever.
+	e := newEnv(t, "embedded")
+	ctx := context.Background()
+	store := job.NewStore(e.q.JS, e.q.Jobs)
+	old := time.Now().Add(-job.StaleAfter - time.Second).UTC()
+	rec := job.Record{ID: job.NewID(), State: job.Publishing, Lines: 7, Created: old, Heartbeat: old}
+	if _, err := store.Create(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Follow(ctx, e.q.Queue, rec.ID, func(result.Result) error { return nil }, FollowOptions{Logger: quiet})
+	if !errors.Is(err, ErrJobFailed) || !strings.Contains(err.Error(), "stopped publishing after 7 lines") {
+		t.Fatalf("Follow = %v, want ErrJobFailed saying the producer stopped", err)
+	}
+	got, _, err := store.Get(ctx, rec.ID)
+	if err != nil || got.State != job.Failed {
+		t.Errorf("record after the reader: %+v, %v", got, err)
+	}
+	// A fresh heartbeat is a live producer, however old the job.
+	fresh := job.Record{ID: job.NewID(), State: job.Publishing, Created: old, Heartbeat: time.Now().UTC()}
+	if fresh.Stale(time.Now()) || !rec.Stale(time.Now()) {
+		t.Error("Stale got a fresh or an old heartbeat wrong")
+	}
+}

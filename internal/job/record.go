@@ -70,9 +70,30 @@ type Record struct {
 	// set when the job is Finished.
 	Counts map[result.Status]int64 `json:"counts,omitempty"`
 	// Error says why a Failed job failed.
-	Error    string    `json:"error,omitempty"`
-	Created  time.Time `json:"created"`
-	Finished time.Time `json:"finished,omitzero"`
+	Error   string    `json:"error,omitempty"`
+	Created time.Time `json:"created"`
+	// Heartbeat is when the producer last said it was publishing: at
+	// least every HeartbeatEvery while the job is Publishing.
+	Heartbeat time.Time `json:"heartbeat,omitzero"`
+	Finished  time.Time `json:"finished,omitzero"`
+}
+
+// HeartbeatEvery is how often a producer refreshes Record.Heartbeat while
+// it publishes; a job Publishing without a heartbeat for StaleAfter has
+// lost its producer (killed, or cut off) and will never finish.
+const (
+	HeartbeatEvery = 5 * time.Second
+	StaleAfter     = 6 * HeartbeatEvery
+)
+
+// Stale reports whether r is Publishing with a producer that has not been
+// heard of for StaleAfter at now.
+func (r *Record) Stale(now time.Time) bool {
+	last := r.Heartbeat
+	if last.IsZero() {
+		last = r.Created
+	}
+	return r.State == Publishing && now.Sub(last) > StaleAfter
 }
 
 // Encode returns the stored form of r.
@@ -98,6 +119,13 @@ func DecodeRecord(data []byte) (Record, error) {
 		return r, fmt.Errorf("job: record with id %q", r.ID)
 	}
 	return r, nil
+}
+
+// FailStale marks a Stale record Failed, saying why.
+func (r *Record) FailStale() {
+	r.State = Failed
+	r.Error = fmt.Sprintf("its producer stopped publishing after %d lines (no heartbeat since %s)",
+		r.Lines, r.Heartbeat.Format(time.RFC3339))
 }
 
 // Failures returns the number of lines without a unique (or, in
