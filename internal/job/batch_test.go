@@ -126,7 +126,7 @@ func TestOutcomeCheck(t *testing.T) {
 	}
 	u := os["unique"]
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(o *Outcome)
 	}{
 		{"blank cell", func(o *Outcome) { o.Solution[40] = 0 }},
@@ -178,8 +178,8 @@ func batches(t testing.TB) map[string]Batch {
 	bad := p
 	bad[0], bad[1] = 12, 5 // a cell over 9: packed all the same, for Validate to find
 	return map[string]Batch{
-		"one puzzle":  {Job: jobID, Index: 3, First: 768, Items: []Item{{Line: 1001, Kind: Solve, Grid: p}}},
-		"flags":       {Job: "j", Flags: FlagCacheChecked | FlagFirstSolution, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
+		"one puzzle":         {Job: jobID, Index: 3, First: 768, Items: []Item{{Line: 1001, Kind: Solve, Grid: p}}},
+		"flags":              {Job: "j", Flags: FlagCacheChecked | FlagFirstSolution, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
 		"unknown flags kept": {Job: "j", Flags: 1 << 40, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
 		"longest job id":     {Job: strings.Repeat("v", MaxJobID), Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
 		"largest numbers": {Job: "j", Index: 1<<64 - 1, First: 1<<63 - 1 - RepeatWindow,
