@@ -94,7 +94,8 @@ type naive struct {
 	g     Grid
 	found int
 	first Grid
-	nodes int // calls of search, stopping at naiveMaxNodes
+	nodes int // calls of search, stopping past max
+	max   int
 }
 
 // naiveMaxNodes keeps a puzzle too hard for the naive solver from hanging
@@ -105,10 +106,13 @@ const naiveMaxNodes = 2_000_000
 // naiveSolve returns the status of g (Unique, Multiple or None) and, unless
 // it is None, the first solution found. It reports false if the search
 // needed more than naiveMaxNodes nodes.
-func naiveSolve(g *Grid) (Status, Grid, bool) {
-	n := naive{g: *g}
+func naiveSolve(g *Grid) (Status, Grid, bool) { return naiveSolveWithin(g, naiveMaxNodes) }
+
+// naiveSolveWithin is naiveSolve with a budget of max nodes.
+func naiveSolveWithin(g *Grid, max int) (Status, Grid, bool) {
+	n := naive{g: *g, max: max}
 	n.search()
-	if n.nodes > naiveMaxNodes {
+	if n.nodes > max {
 		return 0, Grid{}, false
 	}
 	switch n.found {
@@ -121,7 +125,7 @@ func naiveSolve(g *Grid) (Status, Grid, bool) {
 }
 
 func (n *naive) search() {
-	if n.nodes++; n.nodes > naiveMaxNodes {
+	if n.nodes++; n.nodes > n.max {
 		return
 	}
 	i := 0
@@ -135,7 +139,7 @@ func (n *naive) search() {
 		}
 		return
 	}
-	for d := uint8(1); d <= 9 && n.found < 2 && n.nodes <= naiveMaxNodes; d++ {
+	for d := uint8(1); d <= 9 && n.found < 2 && n.nodes <= n.max; d++ {
 		if n.fits(i, d) {
 			n.g[i] = d
 			n.search()
