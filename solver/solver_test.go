@@ -484,19 +484,31 @@ func raceEnabled() bool {
 	return false
 }
 
+// TestSolveAllocs checks that solving allocates nothing: with a Solver in
+// both modes, and with the package-level Solve, which takes its Solver
+// from a sync.Pool. The race detector makes a sync.Pool drop items at
+// random, so the second part runs only without -race (CI runs the tests
+// both ways).
 func TestSolveAllocs(t *testing.T) {
 	g, _ := hardestFixture(t)
 	ctx := context.Background()
-	var sv Solver
-	if n := testing.AllocsPerRun(20, func() { _, _ = sv.Solve(ctx, &g, Options{}) }); n != 0 {
-		t.Errorf("Solver.Solve allocates %v times per puzzle, want 0", n)
-	}
-	// The race detector makes sync.Pool drop items at random, so Solve
-	// allocates a new Solver now and then.
-	if raceEnabled() {
-		t.Skip("Solve uses a sync.Pool, which allocates at random under the race detector")
-	}
-	if n := testing.AllocsPerRun(20, func() { _, _ = Solve(ctx, &g, Options{}) }); n != 0 {
-		t.Errorf("Solve allocates %v times per puzzle, want 0", n)
-	}
+	modes := []Options{{}, {FirstSolution: true}}
+	t.Run("Solver.Solve", func(t *testing.T) {
+		var sv Solver
+		for _, opts := range modes {
+			if n := testing.AllocsPerRun(20, func() { _, _ = sv.Solve(ctx, &g, opts) }); n != 0 {
+				t.Errorf("Solver.Solve with %+v allocates %v times per puzzle, want 0", opts, n)
+			}
+		}
+	})
+	t.Run("Solve", func(t *testing.T) {
+		if raceEnabled() {
+			t.Skip("Solve uses a sync.Pool, which allocates at random under the race detector")
+		}
+		for _, opts := range modes {
+			if n := testing.AllocsPerRun(20, func() { _, _ = Solve(ctx, &g, opts) }); n != 0 {
+				t.Errorf("Solve with %+v allocates %v times per puzzle, want 0", opts, n)
+			}
+		}
+	})
 }
