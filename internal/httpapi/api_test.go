@@ -4,21 +4,33 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
+	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
-// The tests in this file run on the embedded NATS server and a memory
-// store, with a worker in this process: they need nothing installed.
+// The tests in this file run on an embedded NATS server and a memory
+// cache, with a worker in this process: they need nothing installed.
 // real_test.go runs the API against the shared NATS and Redis.
 
 const (
@@ -229,7 +241,9 @@ func TestJobTextMatchesLocal(t *testing.T) {
 	lines := jobLines(t, 400)
 	body := strings.Join(lines, "\n") + "\n"
 	s := e.submit("text/plain", body, "")
-	if s.Lines != 403 || s.Invalid != 2 || s.Accepted != 401 || s.Repeated != 1 || s.Queued != 400 || s.Batches != 8 {
+	// 403 lines in batches of 50, the invalid and repeated ones included.
+	if s.Lines != 403 || s.Invalid != 2 || s.Accepted != 401 || s.Repeated != 1 || s.Queued != 400 || s.Cached != 0 ||
+		s.Batches != 9 {
 		t.Errorf("submitted: %+v", s)
 	}
 	if len(s.InvalidLines) != 2 || s.InvalidLines[0].Line != 203 || !strings.Contains(s.InvalidLines[0].Error, "5 cells") {
@@ -250,18 +264,34 @@ func TestJobTextMatchesLocal(t *testing.T) {
 		t.Errorf("default Content-Type %q", ct)
 	}
 
+	// Reading the results finished the job, with its counts by status
+	// (the repeat counted as what it repeats).
 	j := e.waitJob(s.ID, 10*time.Second)
-	if j.Lines != 403 || j.Queued != 400 || j.Done != 400 || j.Progress != 1 || j.Finished == nil ||
-		j.Counts[result.StatusUnique] != 400 || j.Counts[result.StatusInvalid] != 2 || j.Failed != 2 || j.Rate <= 0 {
+	if j.Lines != 403 || j.Queued != 400 || j.Invalid != 2 || j.Repeated != 1 || j.Cached != 0 || j.Done != 403 ||
+		j.Batches != 9 || j.BatchesDone != 9 || j.Progress != 1 || j.Finished == nil || j.Error != "" ||
+		len(j.Counts) != 2 || j.Counts[string(result.StatusUnique)] != 401 || j.Counts[string(result.StatusInvalid)] != 2 ||
+		j.Failed != 2 || j.Rate <= 0 {
 		t.Errorf("job: %+v", j)
 	}
 
-	// Submitted again, everything is cached.
+	// Submitted again, every puzzle is cached: the job needs no worker,
+	// and its view says so.
+	e.waitCached(lines[2:202])
+	e.waitCached(lines[205:])
+	e.stopWorker()
 	s2 := e.submit("text/plain", body, "")
-	if s2.Cached != 400 || s2.Queued != 0 || !s2.Finished {
+	if s2.Lines != 403 || s2.Cached != 400 || s2.Repeated != 1 || s2.Invalid != 2 || s2.Queued != 0 || s2.Batches != 9 {
 		t.Errorf("second submission: %+v", s2)
 	}
-	res, data := e.get("/v1/jobs?limit=1")
+	j2 := e.waitJob(s2.ID, 10*time.Second)
+	if j2.Cached != 400 || j2.Queued != 0 || j2.Done != 403 || j2.Progress != 1 || j2.Counts[string(result.StatusUnique)] != 401 {
+		t.Errorf("cached job: %+v", j2)
+	}
+	res, data := e.get("/v1/jobs/" + s2.ID + "/results?format=text")
+	if want := localText(t, body, result.Text); res.StatusCode != 200 || string(data) != want {
+		t.Errorf("cached job's results differ from solve --local: %d\n got %.300s\nwant %.300s", res.StatusCode, data, want)
+	}
+	res, data = e.get("/v1/jobs?limit=1")
 	var list JobList
 	decode(t, data, &list)
 	if res.StatusCode != 200 || len(list.Jobs) != 1 || list.Jobs[0].ID != s2.ID {
@@ -339,16 +369,13 @@ func TestJobErrors(t *testing.T) {
 			wantError(t, res, data, tt.status, tt.code, tt.parts...)
 		})
 	}
-	// A small body that fails leaves no job behind.
+	// A body that fails within its first MiB leaves no job behind.
 	res, data := e.get("/v1/jobs")
 	var list JobList
 	decode(t, data, &list)
-	for _, j := range list.Jobs {
-		if j.Lines == 0 && j.State == "submitting" {
-			t.Errorf("a failed submission left job %s: %s", j.ID, data)
-		}
+	if res.StatusCode != 200 || len(list.Jobs) != 0 {
+		t.Errorf("failed submissions left jobs: %d %s", res.StatusCode, data)
 	}
-	_ = res
 
 	// Unknown and malformed job ids, bad parameters.
 	for _, tt := range []struct {
@@ -374,19 +401,182 @@ func TestJobErrors(t *testing.T) {
 	wantError(t, res, data, 400, CodeBadRequest, "format")
 }
 
+// wantFailedJob checks that job id is marked failed with an error that
+// mentions cause, and that its results answer 409 job_failed at once.
+func (e *env) wantFailedJob(id, cause string) {
+	e.t.Helper()
+	res, data := e.get("/v1/jobs/" + id)
+	var j Job
+	decode(e.t, data, &j)
+	if res.StatusCode != 200 || j.State != "failed" || !strings.Contains(j.Error, cause) || j.Finished != nil {
+		e.t.Errorf("GET /v1/jobs/%s: %d %s; want state failed with an error that mentions %q", id, res.StatusCode, data, cause)
+	}
+	for _, query := range []string{"", "?wait=false", "?format=text"} {
+		start := time.Now()
+		res, data := e.get("/v1/jobs/" + id + "/results" + query)
+		wantError(e.t, res, data, http.StatusConflict, CodeJobFailed, id, "failed", cause)
+		if d := time.Since(start); d > 2*time.Second {
+			e.t.Errorf("results%s of a failed job: answered after %s", query, d)
+		}
+	}
+}
+
+// bigBody returns at least n bytes of puzzle lines, as text or as a JSON
+// array.
+func bigBody(t testing.TB, n int, asJSON bool) string {
+	ps := variants(t, 1000, clue17)
+	var sb strings.Builder
+	if asJSON {
+		sb.WriteString("[")
+	}
+	for i := 0; sb.Len() < n; i++ {
+		if asJSON {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString(`"` + ps[i%len(ps)] + `"`)
+		} else {
+			sb.WriteString(ps[i%len(ps)] + "\n")
+		}
+	}
+	if asJSON {
+		sb.WriteString("]")
+	}
+	return sb.String()
+}
+
+// chunked hides a reader's length, so that a request sends it chunked.
+type chunked struct{ io.Reader }
+
+// TestFailedSubmission checks that a submission that fails after its
+// first MiB (spoolBytes), once the job exists, leaves the job marked
+// failed: the POST says which job, the job's view says why, and its results
+// end at once with 409 job_failed instead of waiting for ever.
+func TestFailedSubmission(t *testing.T) {
+	const limit = 2 << 20
+	e := newEnv(t, envOptions{noWorker: true, opts: Options{MaxBodyBytes: limit}})
+	jobs := func() []Job {
+		t.Helper()
+		res, data := e.get("/v1/jobs")
+		var list JobList
+		decode(t, data, &list)
+		if res.StatusCode != 200 {
+			t.Fatalf("GET /v1/jobs: %d %s", res.StatusCode, data)
+		}
+		return list.Jobs
+	}
+	for _, tt := range []struct{ name, contentType string }{{"text", "text/plain"}, {"json", "application/json"}} {
+		t.Run("over the limit, chunked, "+tt.name, func(t *testing.T) {
+			body := bigBody(t, limit+limit/2, tt.contentType == "application/json")
+			before := len(jobs())
+			res, data := e.do(http.MethodPost, "/v1/jobs", tt.contentType, chunked{strings.NewReader(body)})
+			if res.Request.ContentLength != 0 {
+				t.Fatalf("the body was sent with a Content-Length, not chunked")
+			}
+			b := wantError(t, res, data, http.StatusRequestEntityTooLarge, CodeTooLarge, "2097152 bytes")
+			id, _ := b.Error.Details["job"].(string)
+			if id == "" || b.Error.Details["job_state"] != "failed" || b.Error.Details["max_bytes"] != float64(limit) {
+				t.Fatalf("the 413 does not name the failed job: %s", data)
+			}
+			if n := len(jobs()); n != before+1 {
+				t.Errorf("%d jobs, want %d", n, before+1)
+			}
+			e.wantFailedJob(id, "too large")
+		})
+	}
+
+	t.Run("client gone mid-way", func(t *testing.T) {
+		seen := map[string]bool{}
+		for _, j := range jobs() {
+			seen[j.ID] = true
+		}
+		body := bigBody(t, limit-limit/4, false)
+		broken := io.MultiReader(strings.NewReader(body), iotest.ErrReader(errors.New("test: the client broke off")))
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/jobs", broken)
+		if res, err := e.client.Do(req); err == nil {
+			res.Body.Close()
+			t.Fatalf("the upload broke off, yet the client got %d", res.StatusCode)
+		}
+		// The server sees the body end short: its job is marked failed.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			list := jobs()
+			if len(list) > 0 && !seen[list[0].ID] && list[0].State == "failed" {
+				e.wantFailedJob(list[0].ID, "unexpected EOF")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no failed job after the client broke off: %+v", list)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("input that breaks off", func(t *testing.T) {
+		id := e.failedJob(variants(t, 25, clue17), "test: the upload broke")
+		e.wantFailedJob(id, "test: the upload broke")
+	})
+}
+
+// TestJobFinishedWithoutReader checks that a job whose results are all in
+// is marked finished, with its final counts, though nobody reads its
+// results: the API reads them once in the background (finisher).
+func TestJobFinishedWithoutReader(t *testing.T) {
+	e := newEnv(t, envOptions{noWorker: true})
+	ps := variants(t, 60, clue17)
+	// Line 61 repeats line 1, in another batch.
+	s := e.submit("text/plain", strings.Join(append(ps, ps[0], "x"), "\n"), "")
+	if s.Lines != 62 || s.Repeated != 1 || s.Invalid != 1 || s.Batches != 2 {
+		t.Fatalf("submitted: %+v", s)
+	}
+	res, data := e.get("/v1/jobs/" + s.ID)
+	var j Job
+	decode(t, data, &j)
+	if res.StatusCode != 200 || j.State != "published" || j.Done != 0 || j.BatchesDone != 0 || j.Progress != 0 ||
+		len(j.Counts) != 0 || j.Finished != nil {
+		t.Errorf("before any worker: %d %s", res.StatusCode, data)
+	}
+	e.startWorker()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, data := e.get("/v1/jobs") // the list finishes jobs too
+		var list JobList
+		decode(t, data, &list)
+		if res.StatusCode != 200 || len(list.Jobs) != 1 {
+			t.Fatalf("GET /v1/jobs: %d %s", res.StatusCode, data)
+		}
+		j = list.Jobs[0]
+		if j.State == "finished" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not finished 10s after a worker started: %s", data)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want := map[string]int64{string(result.StatusUnique): 61, string(result.StatusInvalid): 1}
+	if !maps.Equal(j.Counts, want) || j.Done != 62 || j.BatchesDone != 2 || j.Progress != 1 || j.Failed != 1 ||
+		j.Finished == nil || j.Elapsed <= 0 {
+		t.Errorf("finished job: %+v; want counts %v", j, want)
+	}
+}
+
 // TestResultsStreamProgressively checks that results come as soon as the
 // lines before them have one, before the job is finished.
 func TestResultsStreamProgressively(t *testing.T) {
-	e := newEnv(t, envOptions{noWorker: true})
+	// Batches of 10: the first two of the job below are all cached, so the
+	// producer publishes their results itself.
+	e := newEnv(t, envOptions{noWorker: true, opts: Options{Producer: producer.Options{BatchSize: 10}}})
 	ps := variants(t, 60, clue17)
 	// Cache the first 20 with a first job, solved by a worker.
 	e.startWorker()
 	first := e.submit("text/plain", strings.Join(ps[:20], "\n"), "")
 	e.waitJob(first.ID, 10*time.Second)
+	e.waitCached(ps[:20])
 	e.stopWorker()
 
 	s := e.submit("text/plain", strings.Join(ps, "\n"), "")
-	if s.Cached != 20 || s.Queued != 40 {
+	if s.Cached != 20 || s.Queued != 40 || s.Batches != 6 {
 		t.Fatalf("submitted: %+v", s)
 	}
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/v1/jobs/"+s.ID+"/results?format=text", nil)
@@ -468,50 +658,100 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-func TestStoreDown(t *testing.T) {
+// TestCacheDown checks that with the cache down (Redis unreachable) only
+// the lookups of GET /v1/solutions fail, with 503 cache_unavailable:
+// single puzzles are solved by a worker, and jobs are submitted, solved
+// and read as before, since their state and results live in JetStream.
+func TestCacheDown(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	s := e.submit("text/plain", puzzle1, "")
-	e.store.down.Store(true)
-	for _, tt := range []struct{ method, path, body string }{
-		{"POST", "/v1/solve", puzzle1},
-		{"GET", "/v1/solutions/" + strings.Repeat("a", 64), ""},
-		{"GET", "/v1/solutions?puzzle=" + puzzle1, ""},
-		{"POST", "/v1/jobs", puzzle1},
-		{"GET", "/v1/jobs", ""},
-		{"GET", "/v1/jobs/" + s.ID, ""},
-		{"GET", "/v1/jobs/" + s.ID + "/results", ""},
-		{"GET", "/readyz", ""},
-	} {
-		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			res, data := e.do(tt.method, tt.path, "text/plain", strings.NewReader(tt.body))
-			wantError(t, res, data, http.StatusServiceUnavailable, CodeStoreUnavailable, "Redis")
-			if res.Header.Get("Retry-After") != "5" {
-				t.Errorf("Retry-After %q", res.Header.Get("Retry-After"))
-			}
-		})
+	ps := variants(t, 110, clue17)
+	text := func(ps []string) string { return strings.Join(ps, "\n") + "\n" }
+	before := e.submit("text/plain", text(ps[:50]), "")
+	e.waitJob(before.ID, 10*time.Second)
+	e.waitCached(ps[:50])
+
+	e.fault.down.Store(true)
+	for _, path := range []string{"/v1/solutions/" + strings.Repeat("a", 64), "/v1/solutions?puzzle=" + ps[100]} {
+		res, data := e.get(path)
+		wantError(t, res, data, http.StatusServiceUnavailable, CodeCacheUnavailable, "Redis", "POST /v1/solve")
+		if res.Header.Get("Retry-After") != "5" {
+			t.Errorf("%s: Retry-After %q", path, res.Header.Get("Retry-After"))
+		}
+	}
+	// One puzzle: a worker solves it, its cache down too.
+	res, data := e.post("/v1/solve", ps[101])
+	var sol Solution
+	decode(t, data, &sol)
+	if res.StatusCode != 200 || sol.Status != result.StatusUnique || sol.Cached {
+		t.Errorf("POST /v1/solve with the cache down: %d %s", res.StatusCode, data)
+	}
+	// A job: its cached half is a miss now, and all of it is solved.
+	s := e.submit("text/plain", text(ps[:100]), "")
+	if s.Lines != 100 || s.Cached != 0 || s.Queued != 100 {
+		t.Errorf("submitted with the cache down: %+v", s)
+	}
+	for _, id := range []string{s.ID, before.ID} {
+		want := localText(t, text(ps[:100]), result.Text)
+		if id == before.ID {
+			want = localText(t, text(ps[:50]), result.Text)
+		}
+		res, data := e.get("/v1/jobs/" + id + "/results?format=text")
+		if res.StatusCode != 200 || string(data) != want {
+			t.Errorf("results of job %s with the cache down: %d\n got %.200s\nwant %.200s", id, res.StatusCode, data, want)
+		}
+	}
+	if j := e.waitJob(s.ID, 10*time.Second); j.Done != 100 || j.Counts[string(result.StatusUnique)] != 100 {
+		t.Errorf("job with the cache down: %+v", j)
+	}
+	res, data = e.get("/v1/jobs")
+	var list JobList
+	decode(t, data, &list)
+	if res.StatusCode != 200 || len(list.Jobs) != 2 {
+		t.Errorf("GET /v1/jobs with the cache down: %d %s", res.StatusCode, data)
+	}
+	// Ready (NATS is what the API needs), and saying the cache is down.
+	res, data = e.get("/readyz")
+	if res.StatusCode != 200 || !strings.Contains(string(data), `"cache":"down"`) {
+		t.Errorf("/readyz with the cache down: %d %s", res.StatusCode, data)
 	}
 	// The dashboard's figures say what is down instead of failing.
-	res, data := e.get("/v1/stats")
+	res, data = e.get("/v1/stats")
 	var st Stats
 	decode(t, data, &st)
-	if res.StatusCode != 200 || st.StoreError == "" || st.Queue == nil {
-		t.Errorf("stats with the store down: %d %s", res.StatusCode, data)
+	if res.StatusCode != 200 || st.Queue == nil || st.Cache.State != "down" || !strings.Contains(st.CacheError, "not answering") ||
+		len(st.Jobs) != 2 {
+		t.Errorf("stats with the cache down: %d %s", res.StatusCode, data)
 	}
-	e.store.down.Store(false)
-	if res, data := e.post("/v1/solve", puzzle1); res.StatusCode != 200 {
-		t.Errorf("store back: %d %s", res.StatusCode, data)
+
+	// The cache back, lookups work again (once the guard probes it).
+	e.fault.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, data := e.get("/v1/solutions?puzzle=" + ps[0])
+		if res.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cache back, but: %d %s", res.StatusCode, data)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res, data := e.get("/readyz"); !strings.Contains(string(data), `"cache":"up"`) {
+		t.Errorf("/readyz with the cache back: %d %s", res.StatusCode, data)
 	}
 }
 
+// TestPanicIsInternalError checks that a panic under a handler (here in
+// the cache) is a 500 with no stack trace, and the server goes on.
 func TestPanicIsInternalError(t *testing.T) {
 	e := newEnv(t, envOptions{noWorker: true})
-	e.store.panic.Store(true)
-	res, data := e.get("/v1/jobs")
+	path := "/v1/solutions/" + strings.Repeat("b", 64)
+	e.fault.panic.Store(true)
+	res, data := e.get(path)
 	wantError(t, res, data, http.StatusInternalServerError, CodeInternal, "server log")
-	e.store.panic.Store(false)
-	if res, _ := e.get("/v1/jobs"); res.StatusCode != 200 {
-		t.Errorf("after the panic: %d", res.StatusCode)
-	}
+	e.fault.panic.Store(false)
+	res, data = e.get(path)
+	wantError(t, res, data, http.StatusNotFound, CodeSolutionNotFound)
 }
 
 func TestRoutingErrors(t *testing.T) {
@@ -687,6 +927,21 @@ func TestWorkersOnline(t *testing.T) {
 		}
 	}
 	waitFor(0)
+	// A worker of another queue on the same NATS server is not this
+	// queue's.
+	other := worker.New(e.nc, setupQueue(t, e.nc), nil, worker.Options{Concurrency: 1, Logger: testLogger(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- other.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-other.Ready():
+	case err := <-done:
+		t.Fatalf("the other queue's worker: %v", err)
+	}
+	if n := workers(); n != 0 {
+		t.Errorf("workers online %d with only another queue's worker running, want 0", n)
+	}
 	e.startWorker()
 	waitFor(1)
 	stop1 := e.stopWorker
@@ -748,14 +1003,210 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if !slices.Equal(documented, served) {
 		t.Errorf("openapi.json documents\n  %v\nthe server has\n  %v", documented, served)
 	}
-	// Every error code is in the document.
-	for _, code := range []string{CodeBadPuzzle, CodeBadKey, CodeBadJobID, CodeBadJSON, CodeBadRequest, CodeUnauthorized,
-		CodeNotFound, CodeJobNotFound, CodeSolutionNotFound, CodeMethodNotAllowed, CodeJobNotFinished, CodeTooLarge,
-		CodeInternal, CodeQueueUnavailable, CodeStoreUnavailable, CodeSolveTimeout} {
-		if !strings.Contains(string(data), `"`+code+`"`) {
-			t.Errorf("openapi.json lacks the error code %s", code)
+	// The error codes: the enum of Error.code is exactly the Code
+	// constants of errors.go, and each is named (`code`) by a response.
+	codes := errorCodes(t)
+	var enum []string
+	schema(t, data, "Error", func(s map[string]any) {
+		code := s["properties"].(map[string]any)["error"].(map[string]any)["properties"].(map[string]any)["code"]
+		for _, v := range code.(map[string]any)["enum"].([]any) {
+			enum = append(enum, v.(string))
+		}
+	})
+	slices.Sort(enum)
+	if !slices.Equal(enum, codes) {
+		t.Errorf("openapi.json's error codes\n  %v\nerrors.go's\n  %v", enum, codes)
+	}
+	for _, code := range codes {
+		if !strings.Contains(string(data), "`"+code+"`") {
+			t.Errorf("no response of openapi.json names the error code %s", code)
 		}
 	}
+}
+
+// errorCodes returns the values of the Code constants of errors.go,
+// sorted.
+func errorCodes(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Fatalf("errors.go: %s is not a string literal", name.Name)
+				}
+				v, _ := strconv.Unquote(lit.Value)
+				codes = append(codes, v)
+			}
+		}
+	}
+	if len(codes) < 10 {
+		t.Fatalf("found only %d Code constants in errors.go", len(codes))
+	}
+	slices.Sort(codes)
+	return codes
+}
+
+// schema calls f with the schema name of the OpenAPI document doc.
+func schema(t *testing.T, doc []byte, name string, f func(map[string]any)) {
+	t.Helper()
+	var d struct {
+		Components struct {
+			Schemas map[string]map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	decode(t, doc, &d)
+	s, ok := d.Components.Schemas[name]
+	if !ok {
+		t.Fatalf("openapi.json has no schema %s", name)
+	}
+	f(s)
+}
+
+// TestOpenAPISchemasMatchTypes checks that each schema of openapi.json
+// has exactly the members of the JSON its Go type encodes to, requires
+// exactly those always present (not omitempty), and lists the values the
+// server sends for the enums it has.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	decode(t, openAPI, &doc)
+	schemas := doc.Components.Schemas
+	// members returns the properties of a schema and those it requires,
+	// through $ref, allOf and oneOf.
+	var members func(s map[string]any, props, required map[string]bool)
+	members = func(s map[string]any, props, required map[string]bool) {
+		if ref, ok := s["$ref"].(string); ok {
+			name := strings.TrimPrefix(ref, "#/components/schemas/")
+			sub, ok := schemas[name].(map[string]any)
+			if !ok {
+				t.Fatalf("no schema %s", ref)
+			}
+			members(sub, props, required)
+		}
+		for _, k := range []string{"allOf", "oneOf"} {
+			list, _ := s[k].([]any)
+			for _, sub := range list {
+				members(sub.(map[string]any), props, required)
+			}
+		}
+		ps, _ := s["properties"].(map[string]any)
+		for p := range ps {
+			props[p] = true
+		}
+		rs, _ := s["required"].([]any)
+		for _, r := range rs {
+			required[r.(string)] = true
+		}
+	}
+	for name, v := range map[string]any{
+		"Solution": Solution{}, "Result": result.Result{}, "Submitted": Submitted{}, "InvalidLine": InvalidLine{},
+		"Links": Links{}, "Job": Job{}, "JobList": JobList{}, "Stats": Stats{}, "QueueStats": QueueStats{},
+		"CacheStats": CacheStats{}, "Error": errorBody{},
+	} {
+		s, ok := schemas[name].(map[string]any)
+		if !ok {
+			t.Errorf("openapi.json has no schema %s", name)
+			continue
+		}
+		props, required := map[string]bool{}, map[string]bool{}
+		members(s, props, required)
+		fields, always := jsonMembers(reflect.TypeOf(v))
+		if got, want := slices.Sorted(maps.Keys(props)), slices.Sorted(maps.Keys(fields)); !slices.Equal(got, want) {
+			t.Errorf("schema %s has the members\n  %v\nits Go type encodes\n  %v", name, got, want)
+		}
+		if got, want := slices.Sorted(maps.Keys(required)), slices.Sorted(maps.Keys(always)); !slices.Equal(got, want) {
+			t.Errorf("schema %s requires\n  %v\nits Go type always encodes\n  %v", name, got, want)
+		}
+	}
+
+	enum := func(schema string, path ...string) []string {
+		var s any = schemas[schema]
+		for _, p := range path {
+			s = s.(map[string]any)["properties"].(map[string]any)[p]
+		}
+		var out []string
+		for _, v := range s.(map[string]any)["enum"].([]any) {
+			out = append(out, v.(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(vs ...string) []string { slices.Sort(vs); return vs }
+	var statuses []string
+	for _, st := range result.Statuses {
+		statuses = append(statuses, string(st))
+	}
+	for _, tt := range []struct {
+		schema string
+		path   []string
+		want   []string
+	}{
+		{"Job", []string{"state"}, sorted(string(job.Publishing), string(job.Published), string(job.Finished), string(job.Failed))},
+		{"Result", []string{"status"}, sorted(statuses...)},
+		{"CacheStats", []string{"state"}, sorted("up", "down", "none")},
+	} {
+		if got := enum(tt.schema, tt.path...); !slices.Equal(got, tt.want) {
+			t.Errorf("%s.%s: enum %v, want %v", tt.schema, strings.Join(tt.path, "."), got, tt.want)
+		}
+	}
+}
+
+// jsonMembers returns the members of the JSON encoding of a struct type,
+// and those of them it always has (not omitempty nor omitzero): of two
+// members of one name, the shallower one counts (as encoding/json does).
+func jsonMembers(typ reflect.Type) (all, always map[string]bool) {
+	type member struct {
+		depth  int
+		always bool
+	}
+	found := map[string]member{}
+	var walk func(typ reflect.Type, depth int)
+	walk = func(typ reflect.Type, depth int) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			tag := f.Tag.Get("json")
+			name, opts, _ := strings.Cut(tag, ",")
+			switch {
+			case tag == "-", !f.IsExported() && !f.Anonymous:
+				continue
+			case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+				walk(f.Type, depth+1)
+				continue
+			case name == "":
+				name = f.Name
+			}
+			m := member{depth, !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero")}
+			if old, ok := found[name]; !ok || depth < old.depth {
+				found[name] = m
+			}
+		}
+	}
+	walk(typ, 0)
+	all, always = map[string]bool{}, map[string]bool{}
+	for name, m := range found {
+		all[name] = true
+		if m.always {
+			always[name] = true
+		}
+	}
+	return all, always
 }
 
 // TestServeShutsDownGracefully checks that Serve ends the streams and
@@ -831,13 +1282,21 @@ func TestJSONLines(t *testing.T) {
 	}
 }
 
-func TestValidJobID(t *testing.T) {
-	for id, want := range map[string]bool{
-		"06h2mh3754tcuefvcl1uu48cpo": true, "": false, "A": false, "x}": false, "w": false,
-		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false,
+// TestJobIDs checks which ids the job routes take for one: 1 to 64
+// characters of lower-case base32hex (job.NewID's), others a 400.
+func TestJobIDs(t *testing.T) {
+	e := newEnv(t, envOptions{noWorker: true})
+	for id, valid := range map[string]bool{
+		"06h2mh3754tcuefvcl1uu48cpo": true, "A": false, "x}": false, "w": false, "06H2MH": false,
+		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false, "v": true,
 	} {
-		if validJobID(id) != want {
-			t.Errorf("validJobID(%q) = %v", id, !want)
+		for _, suffix := range []string{"", "/results"} {
+			res, data := e.get("/v1/jobs/" + url.PathEscape(id) + suffix)
+			if valid {
+				wantError(t, res, data, http.StatusNotFound, CodeJobNotFound, id)
+			} else {
+				wantError(t, res, data, http.StatusBadRequest, CodeBadJobID)
+			}
 		}
 	}
 }

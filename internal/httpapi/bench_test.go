@@ -23,8 +23,8 @@ import (
 //	go test -run '^$' -bench . -benchtime 5s ./internal/httpapi/
 //
 // They need the shared NATS and Redis (and skip without them), but for
-// BenchmarkSolveUncachedHard/memory, on the embedded NATS and a memory
-// store.
+// BenchmarkSolveUncachedHard/memory, on an embedded NATS and a memory
+// cache.
 
 // benchClient returns a client that keeps n connections to the server.
 func benchClient(n int) *http.Client {
@@ -80,6 +80,7 @@ func BenchmarkSolutionsCached(b *testing.B) {
 				s := e.submit("text/plain", strings.Join(ps, "\n"), "")
 				e.startWorker()
 				e.waitJob(s.ID, time.Minute)
+				e.waitCached(ps)
 				e.stopWorker() // idle, but it would still poll
 
 				client := benchClient(conc)

@@ -168,7 +168,8 @@ func badPuzzle(err error) *Error {
 	return e
 }
 
-// storeUnavailable is the 503 for a failed call to the result store.
+// cacheUnavailable is the 503 for a cache lookup the cache did not answer
+// (down, or none configured).
 func cacheUnavailable(err error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: CodeCacheUnavailable,
 		Message: "the result cache (Redis) is not answering; retry later, or POST /v1/solve", RetryAfter: retryAfter, Err: err}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,64 +16,43 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
-	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
-// The hermetic tests share one embedded NATS server (the real
-// nats-server, in this process, without a port); each test has its own
-// stream, subjects and consumers on it, and its own in-memory store.
-var (
-	embeddedOnce sync.Once
-	embeddedSrv  *embedded.Server
-	embeddedErr  error
-)
+// The hermetic tests run on an embedded NATS server of their own (the
+// real nats-server, in this process, without a port) and a memory cache;
+// real_test.go runs them against the shared NATS and Redis.
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if embeddedSrv != nil {
-		embeddedSrv.Shutdown()
-	}
-	os.Exit(code)
-}
-
-// embeddedNATS connects to the shared embedded server.
-func embeddedNATS(t testing.TB) *nats.Conn {
-	t.Helper()
-	embeddedOnce.Do(func() { embeddedSrv, embeddedErr = embedded.Start(embedded.Options{}) })
-	if embeddedErr != nil {
-		t.Fatal(embeddedErr)
-	}
-	nc, err := embeddedSrv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
-// env is one test's API: its queue, store, server and client.
+// env is one test's API: its queue, cache, server and client.
 type env struct {
-	t      testing.TB
-	nc     *nats.Conn
-	q      *queue.Queue
-	store  *faultStore
-	raw    cache.Store // the store under the faults, which the worker uses
+	t  testing.TB
+	nc *nats.Conn
+	q  *queue.Queue
+	// raw is the cache under the faults; fault is what the API and the
+	// workers use, each through a Guard of its own, as separate processes
+	// on one Redis would.
+	raw    cache.Cache
+	fault  *faultCache
+	guard  *cache.Guard // the API's
 	srv    *Server
 	url    string
 	client *http.Client
-	// stopWorker stops the in-process worker, if one runs.
+	// stopWorker stops the newest in-process worker, if one runs.
 	stopWorker func()
 }
 
@@ -80,42 +60,34 @@ type env struct {
 type envOptions struct {
 	opts     Options
 	noWorker bool
-	// nc and store, when set, are used instead of the embedded server and
-	// a memory store (the tests against the real servers).
-	nc    *nats.Conn
-	store cache.Store
+	// server is the NATS server: "embedded" (the default: a new one for
+	// the test) or "shared".
+	server string
+	// nc, when set, is a connection to a private server to set the queue
+	// up on (the tests that stop and start it).
+	nc *nats.Conn
+	// cache, when set, is used instead of a memory cache.
+	cache cache.Cache
 }
 
-// newEnv sets up a queue with unique names, a store, a worker (unless
+// newEnv sets up a queue with unique names, a cache, a worker (unless
 // noWorker) and an API server on httptest.
 func newEnv(t testing.TB, eo envOptions) *env {
 	t.Helper()
-	nc := eo.nc
-	if nc == nil {
-		nc = embeddedNATS(t)
+	e := &env{t: t}
+	switch {
+	case eo.nc != nil:
+		e.nc, e.q = eo.nc, setupQueue(t, eo.nc)
+	default:
+		tq := testenv.NewQueue(t, cmp.Or(eo.server, "embedded"), queue.Options{AckWait: 5 * time.Second})
+		e.nc, e.q = tq.NC, tq.Queue
 	}
-	var store cache.Store = eo.store
-	if store == nil {
-		store = cache.NewMemory()
+	e.raw = eo.cache
+	if e.raw == nil {
+		e.raw = cache.NewMemory(0)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := testenv.Name("api")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	q, err := queue.Setup(ctx, js, queue.Options{Stream: name, DLQStream: name + "_DLQ", Prefix: name, Consumer: name,
-		Memory: true, AckWait: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = q.Delete(ctx)
-	})
-	e := &env{t: t, nc: nc, q: q, store: &faultStore{Store: store}, raw: store}
+	e.fault = &faultCache{Cache: e.raw}
+	e.guard = newGuard(t, e.fault)
 	if eo.opts.Logger == nil {
 		eo.opts.Logger = testLogger(t)
 	}
@@ -125,7 +97,8 @@ func newEnv(t testing.TB, eo envOptions) *env {
 	if eo.opts.Producer.BatchSize == 0 {
 		eo.opts.Producer.BatchSize = 50
 	}
-	e.srv, err = New(q, e.store, eo.opts)
+	var err error
+	e.srv, err = New(e.q, e.guard, eo.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,16 +115,105 @@ func newEnv(t testing.TB, eo envOptions) *env {
 	return e
 }
 
-// startWorker runs a worker pool in this process until the test ends.
+// setupQueue sets up a queue with unique names on nc, removed when the
+// test ends.
+func setupQueue(t testing.TB, nc *nats.Conn) *queue.Queue {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testenv.Name("api")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := queue.Setup(ctx, js, queue.Options{Stream: name, DLQStream: name + "_DLQ", Prefix: strings.ToLower(name),
+		Consumer: strings.ToLower(name), Memory: true, AckWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = q.Delete(ctx)
+	})
+	return q
+}
+
+// newGuard returns a guard on c that logs through t and probes a cache
+// that is down every 100ms at most.
+func newGuard(t testing.TB, c cache.Cache) *cache.Guard {
+	return cache.NewGuard(c, cache.GuardOptions{Name: "test cache", Timeout: time.Second,
+		MaxBackoff: 100 * time.Millisecond, Logger: testLogger(t)})
+}
+
+// startWorker runs a worker in this process, on the faulty cache through
+// a guard of its own, until the test ends or stopWorker is called. It
+// returns once the worker serves.
 func (e *env) startWorker() {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := worker.New(e.nc, e.q, e.raw, worker.Options{Concurrency: 2, ShutdownTimeout: 5 * time.Second,
-		Logger: testLogger(e.t)})
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
+	w := worker.New(e.nc, e.q, newGuard(e.t, e.fault), worker.Options{Concurrency: 2,
+		ShutdownTimeout: 5 * time.Second, Logger: testLogger(e.t)})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		cancel()
+		e.t.Fatalf("worker: %v", err)
+	}
 	var once sync.Once
 	e.stopWorker = func() { once.Do(func() { cancel(); <-done }) }
 	e.t.Cleanup(e.stopWorker)
+}
+
+// waitCached waits until the cache holds the result of every puzzle (the
+// workers fill it after they publish a batch's results).
+func (e *env) waitCached(puzzles []string) {
+	e.t.Helper()
+	keys := make([]job.Key, len(puzzles))
+	for i, p := range puzzles {
+		g, err := solver.Parse(p)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		keys[i] = job.KeyOf(&g)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := e.raw.Get(context.Background(), keys)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		missing := 0
+		for _, o := range got {
+			if o == nil {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d of %d puzzles not cached after 10s", missing, len(puzzles))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// failedJob submits a job straight through the producer whose input
+// breaks off after its first lines with cause: a job marked failed.
+func (e *env) failedJob(lines []string, cause string) string {
+	e.t.Helper()
+	in := io.MultiReader(strings.NewReader(strings.Join(lines, "\n")+"\n"), iotest.ErrReader(errors.New(cause)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := producer.New(e.q, e.guard, producer.Options{BatchSize: 10, Logger: testLogger(e.t)}).
+		Submit(ctx, input.NewReader(in))
+	if !errors.Is(err, producer.ErrSubmit) || !strings.Contains(err.Error(), cause) {
+		e.t.Fatalf("a submission that breaks off: %v, want an error that matches producer.ErrSubmit", err)
+	}
+	return sub.ID
 }
 
 // testLogger logs warnings and errors through t.
@@ -312,85 +374,46 @@ func localText(t testing.TB, text string, format result.Format) string {
 	return sb.String()
 }
 
-// faultStore is a store that can be made to fail (as if Redis were down)
+// faultCache is a cache that can be made to fail (as if Redis were down)
 // or to panic.
-type faultStore struct {
-	Store
+type faultCache struct {
+	cache.Cache
 	down  atomic.Bool
 	panic atomic.Bool
+	// gets counts the lookups that reached it.
+	gets atomic.Int64
 }
 
-var errStoreDown = errors.New("test: store down")
+var errCacheDown = errors.New("test: cache down")
 
-func (f *faultStore) check() error {
+func (f *faultCache) check() error {
 	if f.panic.Load() {
-		panic("test: store panics")
+		panic("test: cache panics")
 	}
 	if f.down.Load() {
-		return errStoreDown
+		return errCacheDown
 	}
 	return nil
 }
 
-func (f *faultStore) Get(ctx context.Context, keys []string) ([]*result.Result, error) {
+func (f *faultCache) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error) {
+	f.gets.Add(1)
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	return f.Store.Get(ctx, keys)
+	return f.Cache.Get(ctx, keys)
 }
 
-func (f *faultStore) Put(ctx context.Context, rs []result.Result) error {
+func (f *faultCache) Put(ctx context.Context, entries []cache.Entry) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.Store.Put(ctx, rs)
+	return f.Cache.Put(ctx, entries)
 }
 
-func (f *faultStore) CreateJob(ctx context.Context, id string, created time.Time) error {
+func (f *faultCache) Ping(ctx context.Context) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.Store.CreateJob(ctx, id, created)
-}
-
-func (f *faultStore) AddToJob(ctx context.Context, id string, d cache.JobDelta) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.AddToJob(ctx, id, d)
-}
-
-func (f *faultStore) SealJob(ctx context.Context, id string) (bool, error) {
-	if err := f.check(); err != nil {
-		return false, err
-	}
-	return f.Store.SealJob(ctx, id)
-}
-
-func (f *faultStore) Job(ctx context.Context, id string) (cache.Job, error) {
-	if err := f.check(); err != nil {
-		return cache.Job{}, err
-	}
-	return f.Store.Job(ctx, id)
-}
-
-func (f *faultStore) Jobs(ctx context.Context, limit int) ([]cache.Job, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	return f.Store.Jobs(ctx, limit)
-}
-
-func (f *faultStore) Order(ctx context.Context, id string, from, n int64) ([]cache.OrderEntry, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	return f.Store.Order(ctx, id, from, n)
-}
-
-func (f *faultStore) Ping(ctx context.Context) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.Ping(ctx)
+	return f.Cache.Ping(ctx)
 }

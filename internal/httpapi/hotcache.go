@@ -7,7 +7,7 @@ import (
 )
 
 // hotCache keeps the results this process has read or written lately, in
-// front of the store, for the lookups of one puzzle (POST /v1/solve, GET
+// front of the cache, for the lookups of one puzzle (POST /v1/solve, GET
 // /v1/solutions): a hit costs no round trip to Redis, which is most of the
 // cost of such a lookup.
 //

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
@@ -64,12 +65,13 @@ func jobLinks(id string) Links {
 // memory does not grow with the body. ?force=true solves cached puzzles
 // again; ?first=true stops at each puzzle's first solution.
 //
-// A body over MaxBodyBytes gets a 413, malformed JSON a 400. Bodies are
-// read up to spoolBytes (1 MiB) before the job is created, so such a
-// mistake in a small body leaves nothing behind; in a larger body it may
-// be found after the first batches were published: that job is marked
-// failed (its state says so, and its results end at once with an error)
-// and a new one must be submitted.
+// A body over MaxBodyBytes gets a 413, malformed JSON a 400, an upload
+// broken off a 400. Bodies are read up to spoolBytes (1 MiB) before the
+// job is created, so such a mistake in a small body leaves nothing behind;
+// in a larger body it may be found after the first batches were
+// published: producer.Submit marks that job failed (its view says so, and
+// its results answer 409 job_failed at once), the error's details name it
+// (job, job_state), and a new one must be submitted.
 func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	opts := s.opts.Producer
 	var err error
@@ -86,7 +88,8 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		// Publishing would wait for a reconnection until the time is up.
 		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
 	}
-	var body io.Reader = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	raw := &bodyReader{r: http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)}
+	var body io.Reader = raw
 	ctx := r.Context()
 	if isJSON(r) {
 		pr, pw := io.Pipe()
@@ -102,14 +105,19 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		}()
 		body = pr
 	}
+	// bodyError returns the answer to a failure that is the body's (too
+	// large, bad JSON, the upload broken off), or nil.
 	bodyError := func(err error) *Error {
 		var mbe *http.MaxBytesError
 		var je *jsonBodyError
+		rerr := raw.failure()
 		switch {
-		case errors.As(err, &mbe):
+		case errors.As(err, &mbe), errors.As(rerr, &mbe):
 			return tooLarge(s.opts.MaxBodyBytes)
 		case errors.As(err, &je):
 			return errorf(http.StatusBadRequest, CodeBadJSON, "%s", je.msg)
+		case rerr != nil:
+			return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", rerr)
 		}
 		return nil
 	}
@@ -132,13 +140,25 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	p := producer.New(s.q, s.cache, opts)
 	sub, err := p.Submit(ctx, input.NewReader(br))
 	if err != nil {
-		if e := bodyError(err); e != nil {
-			e.Details = map[string]any{"job": sub.ID, "job_state": string(job.Failed)}
-			return e
+		e := bodyError(err)
+		if e == nil {
+			e = s.dependencyError(ctx, err)
 		}
-		return s.dependencyError(ctx, err)
+		if errors.Is(err, producer.ErrSubmit) {
+			// The job exists, marked failed: say which, so the client
+			// need not wonder about it.
+			if e.Details == nil {
+				e.Details = map[string]any{}
+			}
+			e.Details["job"], e.Details["job_state"] = sub.ID, string(job.Failed)
+		}
+		return e
 	}
-	s.metrics.cacheLookups(sub.Cached, sub.Queued)
+	if !opts.Force && s.cache.Enabled() {
+		// The producer looked the distinct puzzles up (a lookup the cache
+		// did not answer is a miss).
+		s.metrics.cacheLookups(sub.Cached, sub.Queued)
+	}
 	out := Submitted{
 		ID: sub.ID, Lines: sub.Lines, Accepted: sub.Lines - sub.Invalid, Invalid: sub.Invalid,
 		Cached: sub.Cached, Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches,
@@ -156,6 +176,34 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 // spoolBytes is how much of a job's body (as lines) is read before the
 // job is created.
 const spoolBytes = 1 << 20
+
+// bodyReader reads a request's body and remembers the first error it gave
+// (but io.EOF): a failed submission whose body failed is the client's
+// doing. It is safe for concurrent use of Read and failure.
+type bodyReader struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failure returns the first error reading the body gave, or nil.
+func (b *bodyReader) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
 
 // jsonBodyError is a JSON body that is not an array of strings.
 type jsonBodyError struct{ msg string }
@@ -245,8 +293,10 @@ type Job struct {
 	ID string `json:"id"`
 	// State is "publishing" (batches are still being published),
 	// "published" (every batch is out; results are coming in), "finished"
-	// (every result is in, and counted) or "failed" (the submission
-	// stopped; Error says why).
+	// (every result is in, and counted: marked by the first reader of all
+	// the results, or by this server soon after they are all in; see
+	// finisher) or "failed" (the submission stopped; Error says why, and
+	// the job has no results).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 	// Lines is the number of puzzle lines: the number of results. Of
@@ -332,6 +382,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.finish.maybe(&st)
 	v := jobView(&st, time.Now())
 	writeJSON(w, http.StatusOK, &v)
 	return nil
@@ -378,6 +429,7 @@ func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
 		if rec.State != job.Finished {
 			if got, err := producer.JobStatus(ctx, s.q, rec.ID); err == nil {
 				st = got
+				s.finish.maybe(&st)
 			}
 		} else {
 			st.BatchesDone, st.LinesDone, st.Counts = rec.Batches, rec.Lines, job.Counts(rec.Counts)

@@ -23,11 +23,11 @@ import (
 // subjects, consumers and key prefix.
 func realEnv(t testing.TB, eo envOptions) *env {
 	t.Helper()
-	eo.nc = testenv.NATS(t)
+	eo.server = "shared"
 	rdb := testenv.Redis(t)
 	prefix := testenv.Name("api") + ":"
 	testenv.CleanupPrefix(t, rdb, prefix)
-	eo.store = cache.NewRedis(rdb, cache.RedisOptions{Prefix: prefix})
+	eo.cache = cache.NewRedis(rdb, cache.RedisOptions{Prefix: prefix})
 	return newEnv(t, eo)
 }
 
@@ -39,7 +39,8 @@ func TestRealJobOverHTTPMatchesLocal(t *testing.T) {
 	lines = append(lines, ps[1000:]...)
 	body := strings.Join(lines, "\n") + "\n"
 	s := e.submit("text/plain", body, "")
-	if s.Lines != 2004 || s.Invalid != 3 || s.Repeated != 1 || s.Queued != 2000 || s.Batches != 20 {
+	// 2004 lines in batches of 100, the invalid and repeated ones included.
+	if s.Lines != 2004 || s.Invalid != 3 || s.Repeated != 1 || s.Queued != 2000 || s.Cached != 0 || s.Batches != 21 {
 		t.Errorf("submitted: %+v", s)
 	}
 	// Streamed as the workers go: read at once, without waiting first.
@@ -50,14 +51,15 @@ func TestRealJobOverHTTPMatchesLocal(t *testing.T) {
 		}
 	}
 	j := e.waitJob(s.ID, 30*time.Second)
-	if j.Done != 2000 || j.Counts[result.StatusUnique] != 2000 || j.Counts[result.StatusInvalid] != 3 {
+	if j.Done != 2004 || j.Counts[string(result.StatusUnique)] != 2001 || j.Counts[string(result.StatusInvalid)] != 3 {
 		t.Errorf("job: %+v", j)
 	}
 
-	// The same puzzles as a JSON array: all cached now.
+	// The same puzzles as a JSON array: all cached in Redis now.
+	e.waitCached(ps[:500])
 	data := `["` + strings.Join(ps[:500], `","`) + `"]`
 	s2 := e.submit("application/json", data, "")
-	if s2.Cached != 500 || !s2.Finished {
+	if s2.Cached != 500 || s2.Queued != 0 {
 		t.Errorf("JSON resubmission: %+v", s2)
 	}
 	res, got := e.get("/v1/jobs/" + s2.ID + "/results?format=text")
@@ -81,11 +83,14 @@ func TestRealJobOverHTTPMatchesLocal(t *testing.T) {
 	}
 }
 
+// TestRealRedisDown stops a private Redis under the API and a worker:
+// only the cache lookups fail (503 cache_unavailable), and fast; single
+// puzzles and jobs go on; when Redis is back, so are the lookups.
 func TestRealRedisDown(t *testing.T) {
 	srv := testenv.RedisServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
-	e := newEnv(t, envOptions{nc: testenv.NATS(t), store: cache.NewRedis(rdb, cache.RedisOptions{}),
+	e := newEnv(t, envOptions{server: "shared", cache: cache.NewRedis(rdb, cache.RedisOptions{}),
 		opts: Options{RequestTimeout: 3 * time.Second}})
 	if res, data := e.post("/v1/solve", puzzle1); res.StatusCode != 200 {
 		t.Fatalf("solve with Redis up: %d %s", res.StatusCode, data)
@@ -95,25 +100,43 @@ func TestRealRedisDown(t *testing.T) {
 	if res, data := e.get("/v1/solutions?puzzle=" + puzzle1); res.StatusCode != 200 {
 		t.Errorf("a hot result with Redis down: %d %s", res.StatusCode, data)
 	}
-	other := variants(t, 2, clue17)[1]
-	for _, tt := range []struct{ method, path, body string }{
-		{"POST", "/v1/solve", other},
-		{"GET", "/v1/solutions?puzzle=" + other, ""},
-		{"POST", "/v1/jobs", puzzle1},
-		{"GET", "/v1/jobs", ""},
-		{"GET", "/readyz", ""},
-	} {
+	ps := variants(t, 20, clue17)[1:]
+	timed := func(method, path, body string) (*http.Response, []byte) {
+		t.Helper()
 		start := time.Now()
-		res, data := e.do(tt.method, tt.path, "text/plain", strings.NewReader(tt.body))
-		wantError(t, res, data, http.StatusServiceUnavailable, CodeStoreUnavailable)
+		res, data := e.do(method, path, "text/plain", strings.NewReader(body))
 		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("%s %s took %s with Redis down", tt.method, tt.path, d)
+			t.Errorf("%s %s took %s with Redis down", method, path, d)
 		}
+		return res, data
 	}
+	res, data := timed("GET", "/v1/solutions?puzzle="+ps[0], "")
+	wantError(t, res, data, http.StatusServiceUnavailable, CodeCacheUnavailable, "Redis")
+	res, data = timed("POST", "/v1/solve", ps[1])
+	if res.StatusCode != 200 || !strings.Contains(string(data), `"cached":false`) {
+		t.Errorf("POST /v1/solve with Redis down: %d %s", res.StatusCode, data)
+	}
+	res, data = timed("POST", "/v1/jobs", strings.Join(ps[2:], "\n"))
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/jobs with Redis down: %d %s", res.StatusCode, data)
+	}
+	var s Submitted
+	decode(t, data, &s)
+	res, data = timed("GET", "/v1/jobs/"+s.ID+"/results?format=text", "")
+	if want := localText(t, strings.Join(ps[2:], "\n"), result.Text); res.StatusCode != 200 || string(data) != want {
+		t.Errorf("job results with Redis down: %d\n got %.200s\nwant %.200s", res.StatusCode, data, want)
+	}
+	if res, data := timed("GET", "/v1/jobs", ""); res.StatusCode != 200 {
+		t.Errorf("GET /v1/jobs with Redis down: %d %s", res.StatusCode, data)
+	}
+	if res, data := timed("GET", "/readyz", ""); res.StatusCode != 200 || !strings.Contains(string(data), `"cache":"down"`) {
+		t.Errorf("/readyz with Redis down: %d %s", res.StatusCode, data)
+	}
+
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		res, data := e.get("/v1/solutions?puzzle=" + other)
+		res, data := e.get("/v1/solutions?puzzle=" + ps[0])
 		if res.StatusCode == 404 { // a new, empty Redis
 			break
 		}
@@ -135,6 +158,7 @@ func TestRealNATSDown(t *testing.T) {
 	if res, data := e.post("/v1/solve", puzzle1); res.StatusCode != 200 {
 		t.Fatalf("solve with NATS up: %d %s", res.StatusCode, data)
 	}
+	s := e.submit("text/plain", puzzle1, "")
 	e.stopWorker()
 	srv.Stop()
 	deadline := time.Now().Add(5 * time.Second)
@@ -145,10 +169,16 @@ func TestRealNATSDown(t *testing.T) {
 	for _, tt := range []struct{ method, path, body string }{
 		{"POST", "/v1/solve", other},
 		{"POST", "/v1/jobs", other},
+		{"GET", "/v1/jobs", ""},
+		{"GET", "/v1/jobs/" + s.ID, ""},
 		{"GET", "/readyz", ""},
 	} {
+		start := time.Now()
 		res, data := e.do(tt.method, tt.path, "text/plain", strings.NewReader(tt.body))
 		wantError(t, res, data, http.StatusServiceUnavailable, CodeQueueUnavailable, "NATS")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s %s took %s with NATS down (the request timeout is 3s)", tt.method, tt.path, d)
+		}
 	}
 	// What is cached is still served.
 	if res, data := e.post("/v1/solve", puzzle1); res.StatusCode != 200 || !strings.Contains(string(data), `"cached":true`) {
@@ -157,7 +187,7 @@ func TestRealNATSDown(t *testing.T) {
 	res, data := e.get("/v1/stats")
 	var st Stats
 	decode(t, data, &st)
-	if res.StatusCode != 200 || st.QueueError == "" || st.Workers != nil {
+	if res.StatusCode != 200 || st.QueueError == "" || st.Workers != nil || st.JobsError == "" || st.Jobs != nil {
 		t.Errorf("stats with NATS down: %d %s", res.StatusCode, data)
 	}
 

@@ -8,7 +8,13 @@
 //
 // Errors are JSON, {"error":{"code":"...","message":"..."}}, with a
 // stable code (see the Code constants): 4xx for the caller's mistakes,
-// 503 with Retry-After when NATS or Redis is down, never a stack trace.
+// 503 with Retry-After when NATS is down (or, for a cache lookup, Redis),
+// never a stack trace.
+//
+// A job's state and results live in JetStream; Redis is only a cache. So
+// with Redis down every call but GET /v1/solutions (a cache lookup, which
+// answers 503 cache_unavailable) goes on, slower: POST /v1/solve asks a
+// worker, jobs are submitted and their results streamed as usual.
 package httpapi
 
 import (
@@ -57,7 +63,7 @@ type Options struct {
 	// ("*" for any); empty, the default, turns CORS off.
 	CORSOrigins []string
 	// HotCacheSize bounds the results kept in this process in front of the
-	// store for single-puzzle lookups (default 32768, about 15 MB; negative
+	// cache for single-puzzle lookups (default 32768, about 15 MB; negative
 	// turns it off). Only final results are kept (not gave_up): a puzzle's
 	// answer never changes.
 	HotCacheSize int
@@ -98,7 +104,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Server serves the API and the dashboard for one queue and store. Create
+// Server serves the API and the dashboard for one queue and cache. Create
 // it with New, serve Handler (or call Serve), and Close it. It is safe for
 // concurrent use.
 type Server struct {
@@ -110,6 +116,7 @@ type Server struct {
 	metrics *apiMetrics
 	hot     *hotCache
 	stats   *statsHub
+	finish  *finisher
 	mux     *http.ServeMux
 	handler http.Handler
 	// patterns are the registered patterns, for the tests.
@@ -123,10 +130,13 @@ type Server struct {
 }
 
 // New returns a server for the queue q (set up with queue.Setup) and the
-// cache c, and starts its statistics: it subscribes to the workers'
-// events. Close stops them.
+// cache c (nil for none), and starts its statistics: it subscribes to the
+// workers' events. Close stops them.
 func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	opts.defaults()
+	if c == nil {
+		c = cache.NewGuard(nil, cache.GuardOptions{})
+	}
 	s := &Server{
 		nc:      q.JS.Conn(),
 		q:       q,
@@ -138,6 +148,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		mux:     http.NewServeMux(),
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.finish = newFinisher(s)
 	var err error
 	if s.stats, err = newStatsHub(s); err != nil {
 		s.endStreams()
@@ -154,12 +165,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Registry returns the registry of the API's metrics, served at /metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
-// Close ends the streams in progress and stops the statistics. It does
-// not close the queue or the cache. It is safe to call twice.
+// Close ends the streams in progress, stops the statistics and waits for
+// the jobs being marked finished (see finisher). It does not close the
+// queue or the cache. It is safe to call twice.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.endStreams()
 		s.stats.close()
+		s.finish.wait()
 	})
 }
 
@@ -344,13 +357,8 @@ func (s *Server) getReadyz(w http.ResponseWriter, _ *http.Request) error {
 	if !s.nc.IsConnected() {
 		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
 	}
-	c := "up"
-	if down, _ := s.cache.Down(); down {
-		c = "down"
-	} else if !s.cache.Enabled() {
-		c = "none"
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "cache": c})
+	state, _ := s.cacheState()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "cache": state})
 	return nil
 }
 

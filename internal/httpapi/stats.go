@@ -33,15 +33,18 @@ type Stats struct {
 	// event of a stream carry it; later events add one value each.
 	History []float64 `json:"history,omitempty"`
 	// Workers is the number of worker processes online: the instances of
-	// the NATS micro service "sudoku" that answered a ping; absent when
-	// NATS does not answer.
+	// the NATS micro service "sudoku" that answered within 250ms and serve
+	// this queue's solve endpoint; absent when NATS does not answer.
 	Workers *int `json:"workers"`
 	// Queue describes the queue; absent, with QueueError saying why, when
 	// NATS does not answer.
 	Queue      *QueueStats `json:"queue"`
 	QueueError string      `json:"queue_error,omitempty"`
-	// Cache is the hit ratio of the lookups this API process made.
-	Cache CacheStats `json:"cache"`
+	// Cache is the result cache's state and the hit ratio of the lookups
+	// this API process made; CacheError, when set, says that the cache is
+	// down (jobs and POST /v1/solve go on without it, slower).
+	Cache      CacheStats `json:"cache"`
+	CacheError string     `json:"cache_error,omitempty"`
 	// Jobs are the newest jobs, newest first; absent, with JobsError
 	// saying why, when JetStream does not answer.
 	Jobs      []Job  `json:"jobs"`
@@ -68,8 +71,11 @@ type QueueStats struct {
 // CacheStats count the puzzles this API process looked up in the cache
 // (POST /v1/solve, GET /v1/solutions, POST /v1/jobs) since it started.
 type CacheStats struct {
-	Hits   int64 `json:"hits"`
-	Misses int64 `json:"misses"`
+	// State is the cache as this process last found it: "up", "down"
+	// (its lookups fail) or "none" (no cache configured).
+	State  string `json:"state"`
+	Hits   int64  `json:"hits"`
+	Misses int64  `json:"misses"`
 	// HitRatio is Hits / (Hits + Misses); absent before any lookup.
 	HitRatio *float64 `json:"hit_ratio"`
 }
@@ -78,7 +84,8 @@ type CacheStats struct {
 const dashboardJobs = 10
 
 // statsHub keeps the figures of the service: it counts the puzzles of the
-// workers' completion events, keeps their rate over the last periods, and
+// workers' events (queue.Event: one per batch done, one per puzzle of the
+// solve endpoint), keeps their rate over the last periods, and
 // sends a snapshot to every /v1/events client each period.
 type statsHub struct {
 	s      *Server
@@ -94,7 +101,7 @@ type statsHub struct {
 	done chan struct{}
 }
 
-// newStatsHub subscribes to the completion events of every job and
+// newStatsHub subscribes to the workers' events of every job and
 // starts the periodic snapshot.
 func newStatsHub(s *Server) (*statsHub, error) {
 	h := &statsHub{s: s, clients: map[chan []byte]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
@@ -144,7 +151,7 @@ func (h *statsHub) run() {
 		nclients := len(h.clients)
 		h.mu.Unlock()
 		if nclients == 0 {
-			continue // nobody is watching: spare NATS and the store the questions
+			continue // nobody is watching: spare NATS the questions
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval*9/10)
 		st := h.snapshot(ctx, false)
@@ -193,8 +200,8 @@ func (h *statsHub) subscribe() (<-chan []byte, func()) {
 	}
 }
 
-// snapshot gathers the figures now, asking NATS and the store within
-// ctx; withHistory adds the rate history.
+// snapshot gathers the figures now, asking NATS within ctx; withHistory
+// adds the rate history.
 func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
 	st := Stats{Time: time.Now().UTC(), IntervalSeconds: h.s.opts.StatsInterval.Seconds(), SolvedTotal: h.solved.Load()}
 	h.mu.Lock()
@@ -205,6 +212,12 @@ func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
 	h.mu.Unlock()
 
 	m := h.s.metrics
+	var since time.Time
+	st.Cache.State, since = h.s.cacheState()
+	if st.Cache.State == "down" {
+		st.CacheError = "the result cache (Redis) is not answering since " + since.Format("15:04:05") +
+			": jobs and single puzzles go on without it, slower"
+	}
 	st.Cache.Hits, st.Cache.Misses = m.hitCount.Load(), m.missCount.Load()
 	if n := st.Cache.Hits + st.Cache.Misses; n > 0 {
 		r := float64(st.Cache.Hits) / float64(n)
@@ -236,6 +249,18 @@ func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
 	return st
 }
 
+// cacheState returns the cache's state as this process last found it:
+// "up", "down" (since when) or "none".
+func (s *Server) cacheState() (string, time.Time) {
+	if !s.cache.Enabled() {
+		return "none", time.Time{}
+	}
+	if down, since := s.cache.Down(); down {
+		return "down", since
+	}
+	return "up", time.Time{}
+}
+
 // queueStats asks the work consumer for its figures.
 func (h *statsHub) queueStats(ctx context.Context) (*QueueStats, error) {
 	if !h.s.nc.IsConnected() {
@@ -249,13 +274,15 @@ func (h *statsHub) queueStats(ctx context.Context) (*QueueStats, error) {
 		Waiting: b.NumWaiting}, nil
 }
 
-// pingWait is how long workers counts the answers to its ping.
+// pingWait is how long workers counts the answers to its question.
 const pingWait = 250 * time.Millisecond
 
-// workers counts the instances of the micro service that answer a ping
-// within pingWait: the worker processes online.
+// workers counts the instances of the micro service that answer an INFO
+// request within pingWait and serve this queue's solve endpoint: the
+// worker processes online. (A ping would count the workers of every
+// queue on the NATS server: the service's name is the same for all.)
 func (h *statsHub) workers(ctx context.Context) (int, error) {
-	subject, err := micro.ControlSubject(micro.PingVerb, queue.ServiceName, "")
+	subject, err := micro.ControlSubject(micro.InfoVerb, queue.ServiceName, "")
 	if err != nil {
 		return 0, err
 	}
@@ -270,12 +297,23 @@ func (h *statsHub) workers(ctx context.Context) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, pingWait)
 	defer cancel()
+	want := h.s.q.Opts.SolveSubject()
 	n := 0
 	for {
-		if _, err := sub.NextMsgWithContext(ctx); err != nil {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
 			return n, nil
 		}
-		n++
+		var info micro.Info
+		if json.Unmarshal(m.Data, &info) != nil {
+			continue
+		}
+		for _, e := range info.Endpoints {
+			if e.Subject == want {
+				n++
+				break
+			}
+		}
 	}
 }
 
