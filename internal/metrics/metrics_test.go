@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -110,14 +112,32 @@ func TestWorkerMetricsCountBatches(t *testing.T) {
 	defer srv.Close()
 
 	// Before any batch every known series is there, at 0.
-	wantSamples(t, scrape(t, srv.URL+"/metrics"), map[string]float64{
+	before := scrape(t, srv.URL+"/metrics")
+	wantSamples(t, before, map[string]float64{
 		`sudoku_puzzles_total{status="unique"}`:                    0,
 		`sudoku_puzzles_total{status="gave_up"}`:                   0,
 		`sudoku_batches_total{outcome="dead_letter"}`:              0,
-		`sudoku_errors_total{kind="store"}`:                        0,
+		`sudoku_errors_total{kind="decode"}`:                       0,
+		`sudoku_errors_total{kind="rejected"}`:                     0,
+		`sudoku_errors_total{kind="jetstream"}`:                    0,
+		`sudoku_errors_total{kind="shutdown"}`:                     0,
+		`sudoku_cache_errors_total{op="get"}`:                      0,
+		`sudoku_cache_errors_total{op="put"}`:                      0,
+		`sudoku_cache_up`:                                          0, // no cache known yet
 		`sudoku_batch_duration_seconds_count{queue="interactive"}`: 0,
 		`sudoku_in_flight`:                                         3,
 	})
+	// The kinds and operations are exactly those: no stale series.
+	for k := range before {
+		if strings.HasPrefix(k, "sudoku_errors_total{") && !slices.Contains([]string{"decode", "rejected", "jetstream", "shutdown"},
+			strings.TrimSuffix(strings.TrimPrefix(k, `sudoku_errors_total{kind="`), `"}`)) {
+			t.Errorf("unexpected series %s", k)
+		}
+		if strings.HasPrefix(k, "sudoku_cache_errors_total{") && k != `sudoku_cache_errors_total{op="get"}` &&
+			k != `sudoku_cache_errors_total{op="put"}` {
+			t.Errorf("unexpected series %s", k)
+		}
+	}
 
 	m.Batch(&worker.BatchStats{Outcome: "acked", Puzzles: 10, CacheHits: 4,
 		Statuses:   map[result.Status]int{result.StatusUnique: 8, result.StatusInvalid: 1, result.StatusMultiple: 1},
@@ -129,9 +149,20 @@ func TestWorkerMetricsCountBatches(t *testing.T) {
 	m.Batch(&worker.BatchStats{Outcome: "nak", Puzzles: 5, Redelivered: true,
 		Statuses:   map[result.Status]int{result.StatusUnique: 5},
 		SolveTimes: []time.Duration{time.Microsecond},
-		Err:        errors.New("dial tcp 127.0.0.1:6379: connection refused")})
-	m.Batch(&worker.BatchStats{Outcome: "dead_letter", Err: &queue.DecodeError{Reason: "empty body"}})
+		Err:        fmt.Errorf("publish results: %w", nats.ErrTimeout)})
+	m.Batch(&worker.BatchStats{Outcome: "dead_letter", Err: &job.DecodeError{Offset: 0, Reason: "empty body"}})
+	m.Batch(&worker.BatchStats{Outcome: "dead_letter", Puzzles: 3,
+		Err: &worker.RejectError{Reason: queue.ReasonUnknownJob, Text: "batch 0 names job x, which has no record"}})
+	m.Batch(&worker.BatchStats{Outcome: "dead_letter", Puzzles: 3,
+		Err: fmt.Errorf("wrapped: %w", &worker.RejectError{Reason: queue.ReasonMismatch, Text: "digests differ"})})
 	m.Batch(&worker.BatchStats{Outcome: "abandoned", Puzzles: 1, Err: context.Canceled})
+	m.Batch(&worker.BatchStats{Outcome: "abandoned", Puzzles: 1, Err: errors.New("nak after the shutdown timeout")})
+	// The cache: two lookups and a write failed; then it answers.
+	m.CacheError("get", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	m.CacheError("get", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	m.CacheError("put", errors.New("OOM command not allowed"))
+	cacheUp := true
+	m.SetCacheUp(func() bool { return cacheUp })
 	inFlight = 0
 
 	got := scrape(t, srv.URL+"/metrics")
@@ -147,20 +178,25 @@ func TestWorkerMetricsCountBatches(t *testing.T) {
 		`sudoku_solve_seconds_bucket{le="1e-05"}`:                              2,
 		`sudoku_solve_seconds_bucket{le="0.0025"}`:                             4,
 		`sudoku_solve_seconds_bucket{le="1"}`:                                  4,
-		`sudoku_batch_duration_seconds_count{queue="bulk"}`:                    4,
+		`sudoku_batch_duration_seconds_count{queue="bulk"}`:                    7,
 		`sudoku_batch_duration_seconds_count{queue="interactive"}`:             1,
 		`sudoku_batch_duration_seconds_bucket{le="0.001",queue="interactive"}`: 1,
 		`sudoku_redeliveries_total`:                                            2,
 		`sudoku_batches_total{outcome="acked"}`:                                2,
 		`sudoku_batches_total{outcome="nak"}`:                                  1,
-		`sudoku_batches_total{outcome="dead_letter"}`:                          1,
-		`sudoku_batches_total{outcome="abandoned"}`:                            1,
-		`sudoku_errors_total{kind="store"}`:                                    1,
+		`sudoku_batches_total{outcome="dead_letter"}`:                          3,
+		`sudoku_batches_total{outcome="abandoned"}`:                            2,
+		`sudoku_errors_total{kind="jetstream"}`:                                1,
 		`sudoku_errors_total{kind="decode"}`:                                   1,
-		`sudoku_errors_total{kind="shutdown"}`:                                 1,
-		`sudoku_errors_total{kind="corrupt_cache"}`:                            0,
+		`sudoku_errors_total{kind="rejected"}`:                                 2,
+		`sudoku_errors_total{kind="shutdown"}`:                                 2,
+		`sudoku_cache_errors_total{op="get"}`:                                  2,
+		`sudoku_cache_errors_total{op="put"}`:                                  1,
+		`sudoku_cache_up`:                                                      1,
 		`sudoku_in_flight`:                                                     0,
 	})
+	cacheUp = false
+	wantSamples(t, scrape(t, srv.URL+"/metrics"), map[string]float64{`sudoku_cache_up`: 0})
 	if got[`sudoku_solve_seconds_sum`] < 0.002 {
 		t.Errorf("solve_seconds_sum = %v, want >= 2ms", got[`sudoku_solve_seconds_sum`])
 	}

@@ -149,8 +149,9 @@ func NATSCheck(nc *nats.Conn) Check {
 	}}
 }
 
-// PingCheck is a readiness check named name that calls ping, such as the
-// result store's Ping.
+// PingCheck is a readiness check named name that calls ping, such as a
+// cache's Ping. (`sudoku worker` has none for Redis: it is only a cache,
+// and a worker without it is ready, slower.)
 func PingCheck(name string, ping func(ctx context.Context) error) Check {
 	return Check{Name: name, Func: ping}
 }
