@@ -48,17 +48,18 @@ const batchSize = 64
 // hold back its batch while the other workers go on.
 const windowPerWorker = 8
 
-// batch is a run of consecutive puzzle lines and, once solved, their
-// results. Batches are recycled through Run's free list.
+// batch is a run of consecutive puzzles of the input and, once solved,
+// their results. Batches are recycled through Run's free list.
 type batch struct {
 	seq     int // position in the input, 0-based, in batches
 	items   []input.Item
 	results []result.Result
 }
 
-// Run reads every puzzle line of in, solves them in parallel and calls out
-// with each result in input order (invalid lines give StatusInvalid results
-// with their line numbers). Memory stays bounded: at most a few hundred
+// Run reads every puzzle of in (a line, or a 9-line grid: see package
+// input), solves them in parallel and calls out with each result in input
+// order (invalid puzzles give StatusInvalid results with the line numbers
+// where they start). Memory stays bounded: at most a few hundred
 // puzzles per worker are held at a time.
 //
 // Run returns nil when every line was read and passed to out; out's first

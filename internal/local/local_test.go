@@ -109,6 +109,78 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// grid returns puzzle (81 characters) as a 9-line grid with box
+// separators, as Sudoku sites print it: 11 lines.
+func grid(puzzle string) string {
+	var b strings.Builder
+	for r := range 9 {
+		if r == 3 || r == 6 {
+			b.WriteString("------+-------+------\n")
+		}
+		for c := range 9 {
+			if c == 3 || c == 6 {
+				b.WriteString("| ")
+			}
+			b.WriteByte(puzzle[9*r+c])
+			if c < 8 {
+				b.WriteByte(' ')
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func TestRunGrids(t *testing.T) {
+	multiple := withCell(puzzle17, 17, '.')
+	broken := strings.Replace(grid(puzzle17), "6 2 .", "6 .", 1) // a row of 8 cells, on the grid's line 11
+	zeros := strings.ReplaceAll(puzzle17, ".", "0")
+	var short strings.Builder // 8 rows of 9 digits, 0 for a blank
+	for r := range 8 {
+		short.WriteString(zeros[9*r:9*r+9] + "\n")
+	}
+	in := "# grids and lines\n" + // 1
+		grid(puzzle17) + // 2-12
+		puzzle17 + "\n" + // 13
+		"\n" + // 14
+		broken + // 15-25
+		grid(multiple) + // 26-36, right after the broken one
+		short.String() // 37-44
+	want := []struct {
+		line   int
+		status result.Status
+		err    string
+	}{
+		{2, result.StatusUnique, ""},
+		{13, result.StatusUnique, ""},
+		{15, result.StatusInvalid, "solver: line 11: 8 cells, want 9 in each of the 9 lines of a grid"},
+		{26, result.StatusMultiple, "multiple solutions"},
+		{37, result.StatusInvalid, "solver: 72 cells, want 81"},
+	}
+	var got []result.Result
+	err := Run(context.Background(), input.NewReader(strings.NewReader(in)),
+		func(r result.Result) error { got = append(got, r); return nil }, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d results %+v, want %d", len(got), got, len(want))
+	}
+	for i, w := range want {
+		r := got[i]
+		if r.Line != w.line || r.Status != w.status || r.Error != w.err {
+			t.Errorf("result %d: line %d, %s, %q; want line %d, %s, %q", i, r.Line, r.Status, r.Error, w.line, w.status, w.err)
+		}
+	}
+	testenv.CheckSolution(t, puzzle17, got[0].Solution)
+	if got[0].Puzzle != puzzle17 {
+		t.Errorf("a grid's puzzle is %q, want the canonical %q", got[0].Puzzle, puzzle17)
+	}
+	if got[2].Puzzle != strings.TrimSuffix(broken, "\n") {
+		t.Errorf("a broken grid's puzzle is %q, want its text %q", got[2].Puzzle, broken)
+	}
+}
+
 func TestRunFirstSolution(t *testing.T) {
 	var got []result.Result
 	in := cases[0].text + "\n" + cases[8].text + "\n"
