@@ -43,6 +43,11 @@ small (16 to 32 bytes per puzzle, to keep them distinct) whatever N.`,
 			if n < 0 {
 				return usageErrorf("-n %d: want 0 or more", n)
 			}
+			// No setting changes what gen makes, but a configuration
+			// that is wrong is an error here as for every command.
+			if _, _, err := loadConfig(cmd); err != nil {
+				return err
+			}
 			f, err := os.Open(from)
 			if err != nil {
 				return usageErrorf("--from: %w", err)

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
@@ -17,7 +21,11 @@ import (
 
 func init() { addCommand(newSolveCmd) }
 
-// solveFlags are the flags of sudoku solve.
+// solveFlags are the flags of sudoku solve. After runSolve has loaded the
+// configuration, maxNodes and workers hold the effective settings: the
+// flag's value when it was given, else the configuration's (worker.max_nodes
+// and worker.concurrency, from the environment, the file or the defaults),
+// with workers at 1 or more.
 type solveFlags struct {
 	local    bool
 	format   string
@@ -25,6 +33,21 @@ type solveFlags struct {
 	first    bool
 	maxNodes int64
 	workers  int
+}
+
+// applyConfig sets the settings of f that mirror a configuration key from
+// cfg, unless their flag was given on the command line (fs): flags, then
+// the environment, then the file, then the defaults.
+func (f *solveFlags) applyConfig(fs *pflag.FlagSet, cfg *config.Config) {
+	if !fs.Changed("max-nodes") {
+		f.maxNodes = cfg.Worker.MaxNodes
+	}
+	if !fs.Changed("workers") {
+		f.workers = cfg.Worker.Concurrency
+	}
+	if f.workers == 0 {
+		f.workers = runtime.GOMAXPROCS(0)
+	}
 }
 
 // newSolveCmd returns the sudoku solve command.
@@ -36,8 +59,14 @@ func newSolveCmd() *cobra.Command {
 		Long: `Solve every puzzle of FILE (or of standard input, when FILE is - or
 missing) and print one line per puzzle, in input order.
 
-The input holds one puzzle per line: 81 cells row by row, '.' or '0' for
-a blank. Blank lines and lines starting with '#' are skipped and give no
+The input holds puzzles in two formats, mixed as you like: one puzzle per
+line, 81 cells row by row with '.' or '0' for a blank; or a grid of 9
+lines of 9 cells, with or without spaces and the box separators '|', '-'
+and '+' (such as "5 3 . | . 7 . | . . ." and "------+-------+------").
+Grids follow each other directly or with blank lines between them (a
+blank line keeps a grid with a row missing from taking the next one's).
+A grid's result names the line of its first row, and a broken grid gives
+one error. Blank lines and lines starting with '#' are skipped and give no
 output.
 
 The text output is the 81-digit solution of each puzzle; a puzzle without
@@ -57,7 +86,12 @@ Without --local, solve is the one-command start: it starts an embedded
 NATS server with JetStream and a worker pool in this process, uses Redis
 when one is reachable at redis.addrs (else a cache in memory), and sends
 the file through the same producer and worker code as a real deployment.
---local solves in this process on every core, with no queue and no cache.`,
+--local solves in this process on every core, with no queue and no cache.
+
+Both read the configuration like the other commands (--config,
+$SUDOKU_CONFIG, the SUDOKU_ variables; an unknown key or a bad value is a
+usage error): --max-nodes defaults to worker.max_nodes and --workers to
+worker.concurrency, and a flag given on the command line wins.`,
 		Example: `  sudoku solve puzzles.txt > solutions.txt
   sudoku solve --local puzzles.txt > solutions.txt
   sudoku solve --local --format jsonl --out results.jsonl puzzles.txt
@@ -67,14 +101,19 @@ the file through the same producer and worker code as a real deployment.
 			return runSolve(cmd, args, &f)
 		},
 	}
-	fl := cmd.Flags()
+	f.addFlags(cmd.Flags())
+	return cmd
+}
+
+// addFlags defines the flags of sudoku solve on fl, bound to f.
+func (f *solveFlags) addFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.local, "local", false, "solve in this process, without NATS or Redis")
 	fl.StringVar(&f.format, "format", string(result.Text), "output `format`: text or jsonl")
 	fl.StringVarP(&f.out, "out", "o", "", "write the results to `FILE` instead of standard output")
 	fl.BoolVar(&f.first, "first", false, "stop at the first solution of each puzzle (status solved) instead of proving it unique")
-	fl.Int64Var(&f.maxNodes, "max-nodes", solver.DefaultMaxNodes, "give up on a puzzle after `N` search nodes (negative: no limit)")
-	fl.IntVar(&f.workers, "workers", 0, "number of solving goroutines (default: GOMAXPROCS)")
-	return cmd
+	fl.Int64Var(&f.maxNodes, "max-nodes", 0, "give up on a puzzle after `N` search nodes; negative: no limit, 0: the solver's default, "+
+		strconv.Itoa(solver.DefaultMaxNodes)+" (default: worker.max_nodes)")
+	fl.IntVar(&f.workers, "workers", 0, "number of solving goroutines, 0 for GOMAXPROCS (default: worker.concurrency)")
 }
 
 // runSolve checks the flags and runs the mode they ask for.
@@ -86,6 +125,11 @@ func runSolve(cmd *cobra.Command, args []string, f *solveFlags) error {
 	if f.workers < 0 {
 		return usageErrorf("--workers %d: want 0 (GOMAXPROCS) or more", f.workers)
 	}
+	cfg, _, err := loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	f.applyConfig(cmd.Flags(), cfg)
 	if !f.local {
 		return solveQueued(cmd, args, f)
 	}

@@ -5,12 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -233,5 +238,288 @@ func TestSolveInterrupted(t *testing.T) {
 	code, _, stderr := run(t, ctx, "", "solve", "--local", clue17)
 	if code != ExitInterrupted || !strings.Contains(stderr, "interrupted") {
 		t.Errorf("exit status %d, stderr %q; want %d and a message", code, stderr, ExitInterrupted)
+	}
+}
+
+// siteGrid returns a puzzle (81 characters) as a 9-line grid as Sudoku
+// sites print it, with box separators, in 11 lines; with boxed, with a
+// border around each box too, in 13 lines.
+func siteGrid(p string, boxed bool) string {
+	var b strings.Builder
+	rule := "------+-------+------\n"
+	if boxed {
+		rule = "+-------+-------+-------+\n"
+		b.WriteString(rule)
+	}
+	for r := range 9 {
+		if r == 3 || r == 6 {
+			b.WriteString(rule)
+		}
+		if boxed {
+			b.WriteString("| ")
+		}
+		for c := range 9 {
+			if c == 3 || c == 6 {
+				b.WriteString("| ")
+			}
+			b.WriteByte(p[9*r+c])
+			if c < 8 {
+				b.WriteByte(' ')
+			}
+		}
+		if boxed {
+			b.WriteString(" |")
+		}
+		b.WriteByte('\n')
+	}
+	if boxed {
+		b.WriteString(rule)
+	}
+	return b.String()
+}
+
+// tempFile writes content to a new file in a temporary folder and
+// returns its name.
+func tempFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// noServices points NATS and Redis at a port where nothing listens, so
+// that solve without --local runs on its embedded server and an
+// in-process cache, and shares nothing with other tests.
+func noServices(t *testing.T) {
+	port := testenv.FreePort(t)
+	t.Setenv("SUDOKU_NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", port))
+	t.Setenv("SUDOKU_REDIS_ADDRS", fmt.Sprintf("127.0.0.1:%d", port))
+	t.Setenv("SUDOKU_REDIS_DIAL_TIMEOUT", "200ms")
+	t.Setenv("SUDOKU_LOG_LEVEL", "warn")
+}
+
+// TestSolveGrids solves a file of 9-line grids, in several layouts, mixed
+// with a one-line puzzle: one result per puzzle, naming the line where it
+// starts, and one error for a broken grid.
+func TestSolveGrids(t *testing.T) {
+	ps := readLines(t, clue17)[:5]
+	var plain strings.Builder // ps[3] as 9 lines of 9 digits, 0 for a blank
+	for r := range 9 {
+		plain.WriteString(strings.ReplaceAll(ps[3][9*r:9*r+9], ".", "0") + "\n")
+	}
+	broken := strings.Join(strings.SplitAfter(plain.String(), "\n")[:8], "") // 8 rows
+	in := "# grids\n" +                                                      // 1
+		siteGrid(ps[0], false) + // 2-12
+		"\n" + // 13
+		siteGrid(ps[1], true) + // 14-26, first row on 15
+		"  " + ps[2] + "\r\n" + // 27
+		plain.String() + // 28-36
+		"\n" + // 37
+		broken + // 38-45
+		"\n" + // 46
+		siteGrid(ps[4], false) // 47-57
+	file := tempFile(t, "grids.txt", in)
+	sol := `^[1-9]{81}$`
+	wantText := []string{sol, sol, sol, sol, `^error: line 38: solver: 72 cells, want 81$`, sol}
+	wantLines := []int{2, 15, 27, 28, 38, 47}
+	wantPuzzles := []int{0, 1, 2, 3, -1, 4}
+
+	check := func(t *testing.T, args ...string) string {
+		t.Helper()
+		code, stdout, stderr := run(t, context.Background(), "", append(args, file)...)
+		if code != ExitFailure || !strings.Contains(stderr, "5 unique, 1 invalid") {
+			t.Errorf("exit status %d, stderr %q; want 1 and 5 unique, 1 invalid", code, stderr)
+		}
+		got := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+		if len(got) != len(wantText) {
+			t.Fatalf("got %d lines, want %d:\n%s", len(got), len(wantText), stdout)
+		}
+		for i, w := range wantText {
+			if !regexp.MustCompile(w).MatchString(got[i]) {
+				t.Errorf("result %d: %q does not match %s", i+1, got[i], w)
+			} else if p := wantPuzzles[i]; p >= 0 {
+				testenv.CheckSolution(t, ps[p], got[i])
+			}
+		}
+		return stdout
+	}
+	local := check(t, "solve", "--local")
+
+	code, stdout, _ := run(t, context.Background(), "", "solve", "--local", "--format", "jsonl", file)
+	if code != ExitFailure {
+		t.Errorf("jsonl: exit status %d, want 1", code)
+	}
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for i := 0; sc.Scan(); i++ {
+		var r result.Result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if i >= len(wantLines) || r.Line != wantLines[i] {
+			t.Fatalf("jsonl result %d: line %d, want %v", i+1, r.Line, wantLines)
+		}
+		if p := wantPuzzles[i]; p >= 0 && r.Puzzle != ps[p] {
+			t.Errorf("line %d: puzzle %q, want %q", r.Line, r.Puzzle, ps[p])
+		}
+		if p := wantPuzzles[i]; p < 0 && r.Puzzle != strings.TrimSuffix(broken, "\n") {
+			t.Errorf("line %d: the broken grid's puzzle is %q, want its text", r.Line, r.Puzzle)
+		}
+	}
+
+	// Through the queue, the same.
+	t.Run("queued", func(t *testing.T) {
+		noServices(t)
+		if out := check(t, "solve"); out != local {
+			t.Errorf("solve output differs from solve --local:\n%s\n%s", out, local)
+		}
+	})
+}
+
+// TestSolveConfigErrors: solve (both ways) and gen load the configuration
+// like every command, and a configuration that is wrong is a usage error
+// that names the problem.
+func TestSolveConfigErrors(t *testing.T) {
+	unknown := tempFile(t, "unknown.yaml", "worker:\n  max_nodez: 1\n")
+	badValue := tempFile(t, "bad.yaml", "worker:\n  max_nodes: lots\n")
+	good := tempFile(t, "good.yaml", "worker:\n  max_nodes: 5000\n")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	gen := []string{"gen", "--from", clue17, "-n", "3"}
+	tests := []struct {
+		name   string
+		env    []string // NAME=VALUE
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"local: a file that does not exist", nil, []string{"solve", "--local", "--config", missing, "-"},
+			ExitUsage, []string{"missing.yaml", "no such file"}},
+		{"local: an unknown key", nil, []string{"solve", "--local", "--config", unknown, "-"},
+			ExitUsage, []string{"worker.max_nodez", "unknown key", "did you mean worker.max_nodes?", "unknown.yaml"}},
+		{"local: a bad value", nil, []string{"solve", "--local", "--config", badValue, "-"},
+			ExitUsage, []string{"worker.max_nodes", `"lots"`}},
+		{"local: $SUDOKU_CONFIG", []string{"SUDOKU_CONFIG=" + unknown}, []string{"solve", "--local", "-"},
+			ExitUsage, []string{"worker.max_nodez"}},
+		{"local: a bad environment variable", []string{"SUDOKU_WORKER_CONCURRENCY=many"}, []string{"solve", "--local", "-"},
+			ExitUsage, []string{"worker.concurrency", "$SUDOKU_WORKER_CONCURRENCY"}},
+		{"local: a good file", nil, []string{"solve", "--local", "--config", good, "-"}, ExitOK, []string{"1 unique"}},
+		{"queued: a file that does not exist", nil, []string{"solve", "--config", missing, "-"},
+			ExitUsage, []string{"missing.yaml"}},
+		{"queued: an unknown key", nil, []string{"solve", "--config", unknown, "-"},
+			ExitUsage, []string{"worker.max_nodez", "unknown key"}},
+		{"gen: a file that does not exist", nil, append(gen, "--config", missing), ExitUsage, []string{"missing.yaml"}},
+		{"gen: an unknown key", nil, append(gen, "--config", unknown), ExitUsage, []string{"worker.max_nodez", "unknown key"}},
+		{"gen: a good file", nil, append(gen, "--config", good), ExitOK, []string{"gen: 3 puzzles"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			noServices(t)
+			for _, kv := range tt.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			code, _, stderr := run(t, context.Background(), unique+"\n", tt.args...)
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr %q does not contain %q", stderr, s)
+				}
+			}
+			if tt.code == ExitUsage && !strings.Contains(stderr, "--help' for usage") {
+				t.Errorf("usage error without a hint: %q", stderr)
+			}
+		})
+	}
+}
+
+// TestSolveMaxNodesPrecedence: worker.max_nodes comes from the flag, else
+// the environment, else the file, else the default, in both modes. A
+// budget of one node gives up on the hard puzzle; the default solves it.
+func TestSolveMaxNodesPrecedence(t *testing.T) {
+	const hard = "98.7..6..5..9..7......8....6..4..5....3..2.......6..1.2....9..5.6.2....7..9.4.2.."
+	one := tempFile(t, "one.yaml", "worker:\n  max_nodes: 1\n")
+	unbounded := tempFile(t, "unbounded.yaml", "worker:\n  max_nodes: -1\n")
+	tests := []struct {
+		name   string
+		env    string // SUDOKU_WORKER_MAX_NODES
+		args   []string
+		gaveUp bool
+		queued bool // also without --local (slower: an embedded server each time)
+	}{
+		{"default", "", nil, false, true},
+		{"environment", "1", nil, true, true},
+		{"file", "", []string{"--config", one}, true, true},
+		{"$SUDOKU_CONFIG", "", []string{"SUDOKU_CONFIG"}, true, false},
+		{"environment over file", "-1", []string{"--config", one}, false, false},
+		{"environment over file, the other way", "1", []string{"--config", unbounded}, true, false},
+		{"flag over environment", "1", []string{"--max-nodes", "-1"}, false, true},
+		{"flag over file", "", []string{"--config", one, "--max-nodes", "0"}, false, false},
+		{"flag over a default", "", []string{"--max-nodes", "1"}, true, false},
+	}
+	for _, mode := range []string{"local", "queued"} {
+		for _, tt := range tests {
+			if mode == "queued" && !tt.queued {
+				continue
+			}
+			t.Run(mode+": "+tt.name, func(t *testing.T) {
+				noServices(t)
+				if tt.env != "" {
+					t.Setenv("SUDOKU_WORKER_MAX_NODES", tt.env)
+				}
+				args := []string{"solve"}
+				if mode == "local" {
+					args = append(args, "--local")
+				}
+				if len(tt.args) == 1 && tt.args[0] == "SUDOKU_CONFIG" {
+					t.Setenv("SUDOKU_CONFIG", one)
+				} else {
+					args = append(args, tt.args...)
+				}
+				code, stdout, stderr := run(t, context.Background(), hard+"\n", args...)
+				gaveUp := strings.Contains(stderr, "1 gave_up")
+				if gaveUp != tt.gaveUp || (code == ExitOK) == tt.gaveUp {
+					t.Errorf("exit status %d, stdout %q, stderr %q; want gave up: %v", code, stdout, stderr, tt.gaveUp)
+				}
+			})
+		}
+	}
+}
+
+// TestSolveApplyConfig checks the settings of solve that mirror a
+// configuration key: the flag when given, else the configuration's value,
+// with 0 goroutines meaning GOMAXPROCS.
+func TestSolveApplyConfig(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	tests := []struct {
+		name         string
+		args         []string
+		concurrency  int
+		maxNodes     int64
+		wantWorkers  int
+		wantMaxNodes int64
+	}{
+		{"configuration", nil, 3, 77, 3, 77},
+		{"configuration 0", nil, 0, 0, procs, 0},
+		{"flags", []string{"--workers", "5", "--max-nodes", "9"}, 3, 77, 5, 9},
+		{"flags at their defaults", []string{"--workers", "0", "--max-nodes", "0"}, 3, 77, procs, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f solveFlags
+			fs := pflag.NewFlagSet("solve", pflag.ContinueOnError)
+			f.addFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg := config.Default()
+			cfg.Worker.Concurrency, cfg.Worker.MaxNodes = tt.concurrency, tt.maxNodes
+			f.applyConfig(fs, cfg)
+			if f.workers != tt.wantWorkers || f.maxNodes != tt.wantMaxNodes {
+				t.Errorf("workers %d, max nodes %d; want %d, %d", f.workers, f.maxNodes, tt.wantWorkers, tt.wantMaxNodes)
+			}
+		})
 	}
 }
