@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,10 @@ func NewRootCmd() *cobra.Command {
 workers that cache their results in Redis.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what 'sudoku version' does.
+		Version: versionText(debug.ReadBuildInfo()),
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	// Children inherit this: every bad flag is a usage error (exit 2).
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}
