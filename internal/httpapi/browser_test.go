@@ -105,15 +105,17 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 
 // TestDashboardInBrowser loads the dashboard in headless Chromium, pastes
 // a puzzle and sees the solved grid, submits a job through the API and
-// watches its progress bar reach 100%, checks the page on a phone's
-// screen, and saves screenshots in the test's folder (or
-// $SUDOKU_SCREENSHOT_DIR) and, with SUDOKU_UPDATE_SCREENSHOT=1, the
-// README's docs/dashboard.png.
+// watches its progress bar reach 100%, sees what became of each job's
+// lines (solved, cached, repeated, invalid) and a failed job's error,
+// checks the page on a phone's screen, and saves screenshots in the
+// test's folder (or $SUDOKU_SCREENSHOT_DIR) and, with
+// SUDOKU_UPDATE_SCREENSHOT=1, the README's docs/dashboard.png.
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := browser(t)
 	e := newEnv(t, envOptions{opts: Options{StatsInterval: 250 * time.Millisecond}})
 	// Some history for the chart and the job list.
-	warm := e.submit("text/plain", strings.Join(variants(t, 3000, clue17), "\n"), "")
+	warmPuzzles := variants(t, 3000, clue17)
+	warm := e.submit("text/plain", strings.Join(warmPuzzles, "\n"), "")
 	e.waitJob(warm.ID, 30*time.Second)
 
 	run(t, ctx, 20*time.Second, "load the dashboard",
@@ -124,6 +126,61 @@ func TestDashboardInBrowser(t *testing.T) {
 	if v := eval[string](t, ctx, `document.getElementById('workers').textContent`); v != "1" {
 		t.Errorf("workers online shows %q, want 1", v)
 	}
+	// counts returns the text of a job's counts and meta lines.
+	counts := func(id string) string {
+		t.Helper()
+		return eval[string](t, ctx, `(() => { const li = document.querySelector('li.job[data-job="`+id+`"]');`+
+			` return li ? li.querySelector('.counts').textContent + ' | ' + li.querySelector('.meta').textContent : 'no such job'; })()`)
+	}
+	run(t, ctx, 20*time.Second, "see the first job finished",
+		poll(15*time.Second, `document.querySelector('li.job[data-job="`+warm.ID+`"] .state.finished') !== null`))
+	if c := counts(warm.ID); !strings.HasPrefix(c, "3.0k solved by workers | 3.0k of 3.0k lines done") {
+		t.Errorf("the first job shows %q", c)
+	}
+
+	// The same puzzles again: every one cached, none solved, and the job
+	// says so rather than looking empty.
+	e.waitCached(warmPuzzles)
+	cached := e.submit("text/plain", strings.Join(warmPuzzles, "\n"), "")
+	run(t, ctx, 20*time.Second, "see the cached job finished",
+		poll(15*time.Second, `document.querySelector('li.job[data-job="`+cached.ID+`"] .state.finished') !== null`))
+	if c := counts(cached.ID); !strings.HasPrefix(c, "3.0k cached | 3.0k of 3.0k lines done") {
+		t.Errorf("the cached job shows %q", c)
+	}
+	if w := eval[string](t, ctx, `document.querySelector('.bar[data-job="`+cached.ID+`"] .fill').style.width`); w != "100%" {
+		t.Errorf("the bar of the cached job is %s wide", w)
+	}
+
+	// A failed job shows its state and its error.
+	failed := e.failedJob(variants(t, 25, clue17), "test: the upload broke")
+	run(t, ctx, 20*time.Second, "see the failed job",
+		chromedp.WaitVisible(chromedp.CSS(`li.job[data-job="`+failed+`"] .state.failed`)))
+	if msg := eval[string](t, ctx, `document.querySelector('li.job[data-job="`+failed+`"] .error').textContent`); !strings.Contains(msg, "test: the upload broke") {
+		t.Errorf("the failed job's error shows %q", msg)
+	}
+	if c := counts(failed); !strings.HasPrefix(c, "25 lines read | 0 of 25 lines done") {
+		t.Errorf("the failed job shows %q", c)
+	}
+
+	// The cache down: the banner says so, and that jobs go on; then gone.
+	e.fault.down.Store(true)
+	key := strings.Repeat("c", 64)
+	if res, data := e.get("/v1/solutions/" + key); res.StatusCode != 503 {
+		t.Fatalf("a lookup with the cache down: %d %s", res.StatusCode, data)
+	}
+	run(t, ctx, 20*time.Second, "see the cache down",
+		poll(15*time.Second, `!document.getElementById('banner').hidden`+
+			` && document.getElementById('banner').textContent.includes('not answering')`+
+			` && document.getElementById('hits').textContent.endsWith('cache down')`))
+	e.fault.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for res, _ := e.get("/v1/solutions/" + key); res.StatusCode != 404; res, _ = e.get("/v1/solutions/" + key) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache back, but a lookup: %d", res.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run(t, ctx, 20*time.Second, "see the cache back", poll(15*time.Second, `document.getElementById('banner').hidden`))
 
 	// Paste a puzzle (as a grid) and solve it.
 	run(t, ctx, 20*time.Second, "solve a puzzle",
@@ -165,7 +222,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	)
 
 	// A job submitted through the API: its bar appears and reaches 100%.
-	lines := append(variants(t, 1500, hardest), "not a puzzle")
+	lines := append(variants(t, 1500, hardest), "not a puzzle", variants(t, 1, hardest)[0])
 	job := e.submit("text/plain", strings.Join(lines, "\n"), "")
 	bar := `.bar[data-job="` + job.ID + `"]`
 	run(t, ctx, 20*time.Second, "see the job", chromedp.WaitVisible(chromedp.CSS(bar)))
@@ -182,6 +239,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		poll(15*time.Second, `document.querySelector('li.job[data-job="`+job.ID+`"] .state.finished') !== null`+
 			` && document.getElementById('pending').textContent === '0'`+
 			` && document.getElementById('ackpending').textContent === '0'`))
+	if c := counts(job.ID); !strings.HasPrefix(c, "1.5k solved by workers1 repeated1 invalid | 1.5k of 1.5k lines done") {
+		t.Errorf("the job of hard puzzles shows %q", c)
+	}
+	if v := eval[string](t, ctx, `document.querySelector('li.job[data-job="`+job.ID+`"] .state').textContent`); v != "finished, 1 unsolved" {
+		t.Errorf("the job of hard puzzles is %q, want \"finished, 1 unsolved\"", v)
+	}
 
 	update := os.Getenv("SUDOKU_UPDATE_SCREENSHOT") == "1"
 	if update {

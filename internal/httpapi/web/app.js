@@ -93,9 +93,11 @@ function update(st) {
   $('redelivered').textContent = q ? fmt(q.redelivered) : '–';
   const c = st.cache;
   $('hitratio').textContent = c.hit_ratio === null || c.hit_ratio === undefined ? '–' : (c.hit_ratio * 100).toFixed(1) + '%';
-  $('hits').textContent = fmt(c.hits) + ' of ' + fmt(c.hits + c.misses);
+  const cacheState = { down: ' · cache down', none: ' · no cache' }[c.state] || '';
+  $('hits').textContent = fmt(c.hits) + ' of ' + fmt(c.hits + c.misses) + cacheState;
+  $('hits').classList.toggle('bad', c.state === 'down');
 
-  const problems = [st.queue_error, st.store_error].filter(Boolean);
+  const problems = [st.queue_error, st.jobs_error, st.cache_error].filter(Boolean);
   $('banner').hidden = problems.length === 0;
   $('banner').textContent = problems.join(' · ');
 
@@ -159,7 +161,38 @@ function el(tag, cls, text) {
   return e;
 }
 
-// jobs lists the newest jobs with their progress bars.
+// jobStates says what each state means, for the badge's tooltip.
+const jobStates = {
+  publishing: 'its batches are being published',
+  published: 'every batch is out; results are coming in',
+  finished: 'every result is in',
+  failed: 'the submission stopped: the job has no results',
+};
+
+// jobCounts returns what became of a job's lines: sent to the workers,
+// cached, repeated, invalid (those that apply), so that a job nobody had
+// to solve still shows its lines.
+function jobCounts(j) {
+  const counts = el('div', 'counts');
+  const parts = [
+    ['queued', j.queued, j.state === 'finished' ? 'solved by workers' : 'to workers', 'distinct puzzles sent to the workers'],
+    ['cached', j.cached, 'cached', 'answered from the cache'],
+    ['repeated', j.repeated, 'repeated', 'repeats of an earlier line of the job'],
+    ['invalid', j.invalid, 'invalid', 'lines that are not puzzles'],
+  ].filter((p) => p[1] > 0);
+  if (parts.length === 0) {
+    // Nothing published yet (or ever, for a job that failed early).
+    counts.append(el('span', 'n empty', j.lines > 0 ? fmt(j.lines) + ' lines read' : 'no lines'));
+  }
+  for (const [cls, n, label, title] of parts) {
+    const s = el('span', 'n ' + cls, fmt(n) + ' ' + label);
+    s.title = title;
+    counts.append(s);
+  }
+  return counts;
+}
+
+// jobs lists the newest jobs with their progress bars and counts.
 function jobs(list) {
   $('jobs-empty').hidden = list.length > 0;
   const ul = $('jobs');
@@ -168,11 +201,15 @@ function jobs(list) {
     li.dataset.job = j.id;
     const top = el('div', 'top');
     top.append(el('span', 'id', j.id));
-    const failed = j.state === 'finished' && j.failed > 0;
-    top.append(el('span', 'state ' + j.state + (failed ? ' failed' : ''), j.state + (failed ? ', ' + j.failed + ' failed' : '')));
+    const unsolved = j.state === 'finished' && j.failed > 0;
+    const state = el('span', 'state ' + j.state + (unsolved ? ' unsolved' : ''),
+      j.state + (unsolved ? ', ' + fmt(j.failed) + ' unsolved' : ''));
+    state.title = jobStates[j.state] || '';
+    if (unsolved) state.title += '; ' + j.failed + ' lines without a unique solution';
+    top.append(state);
     li.append(top);
     const pct = Math.floor(j.progress * 100);
-    const bar = el('div', 'bar' + (pct >= 100 ? ' done' : ''));
+    const bar = el('div', 'bar' + (pct >= 100 ? ' done' : '') + (j.state === 'failed' ? ' failed' : ''));
     bar.setAttribute('role', 'progressbar');
     bar.setAttribute('aria-valuemin', '0');
     bar.setAttribute('aria-valuemax', '100');
@@ -182,11 +219,13 @@ function jobs(list) {
     fill.style.width = pct + '%';
     bar.append(fill, el('span', 'pct', pct + '%'));
     li.append(bar);
+    if (j.state === 'failed') li.append(el('div', 'error', j.error || 'failed'));
+    li.append(jobCounts(j));
     const created = new Date(j.created);
-    const work = j.queued === 0 && j.state === 'finished'
-      ? 'nothing to solve (cached or invalid)'
-      : fmt(j.done) + ' / ' + fmt(j.queued) + ' solved · ' + fmt(j.rate) + '/s';
-    li.append(el('div', 'meta', work + ' · ' + fmt(j.lines) + ' lines · ' + created.toLocaleTimeString()));
+    const meta = [fmt(j.done) + ' of ' + fmt(j.lines) + ' lines done'];
+    if (j.queued > 0 && j.rate > 0) meta.push(fmt(j.rate) + ' lines/s');
+    meta.push(created.toLocaleTimeString());
+    li.append(el('div', 'meta', meta.join(' · ')));
     return li;
   }));
 }
