@@ -120,7 +120,9 @@ type follower struct {
 // answer.
 func (f *follower) readRecord(ctx context.Context) error {
 	for {
-		rec, rev, err := f.jobs.Get(ctx, f.id)
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		rec, rev, err := f.jobs.Get(actx, f.id)
+		cancel()
 		switch {
 		case err == nil:
 			f.rec, f.rev = rec, rev
@@ -151,6 +153,8 @@ func (f *follower) readRecord(ctx context.Context) error {
 func (f *follower) markStale(ctx context.Context) {
 	r := f.rec
 	r.FailStale()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	if rev, err := f.jobs.Update(ctx, &r, f.rev); err == nil {
 		f.rec, f.rev = r, rev
 		return
@@ -200,9 +204,11 @@ func (f *follower) run(ctx context.Context) error {
 	if f.complete() {
 		return nil
 	}
-	c, err := f.q.Results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	c, err := f.q.Results.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)},
 	})
+	cancel()
 	if err != nil {
 		return fmt.Errorf("job %s: read results: %w", f.id, err)
 	}
@@ -278,7 +284,9 @@ func (f *follower) take(ctx context.Context, subject string, data []byte) error 
 
 // fetch reads batch index's results again, by subject.
 func (f *follower) fetch(ctx context.Context, index uint64) error {
-	rm, err := f.q.Results.GetLastMsgForSubject(ctx, f.q.Opts.ResultSubject(f.id, index))
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	rm, err := f.q.Results.GetLastMsgForSubject(actx, f.q.Opts.ResultSubject(f.id, index))
+	cancel()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			delete(f.present, index) // replaced meanwhile: the consumer brings it again
@@ -343,7 +351,9 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 		return d, true, nil
 	}
 	for {
-		m, err := f.jobs.Manifest(ctx, f.id, job.ManifestChunk(index))
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		m, err := f.jobs.Manifest(actx, f.id, job.ManifestChunk(index))
+		cancel()
 		if err == nil {
 			f.manifest = m
 			d, ok := m.Lookup(index)
@@ -420,7 +430,9 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 		for st, n := range f.counts {
 			r.Counts[st] = n
 		}
-		rev, err := f.jobs.Update(ctx, &r, f.rev)
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		rev, err := f.jobs.Update(actx, &r, f.rev)
+		cancel()
 		if err == nil {
 			f.rec, f.rev = r, rev
 			return r, nil

@@ -78,6 +78,10 @@ type Submitted struct {
 	InvalidLines []result.Result
 }
 
+// apiTimeout bounds each JetStream request: a stream that is gone or a
+// cluster without a leader fails the call instead of holding it for ever.
+const apiTimeout = 10 * time.Second
+
 // maxReported bounds Submitted.InvalidLines.
 const maxReported = 100
 
@@ -94,8 +98,11 @@ func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, err
 	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize}}
+	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	var err error
-	if s.rev, err = p.jobs.Create(ctx, &s.rec); err != nil {
+	s.rev, err = p.jobs.Create(cctx, &s.rec)
+	cancel()
+	if err != nil {
 		return s.sub, fmt.Errorf("create the job record: %w", err)
 	}
 	stop := s.heartbeat(ctx)
@@ -273,7 +280,10 @@ func (s *submission) flush(ctx context.Context) error {
 	}
 	// The manifest is stored before any of its batches is published: a
 	// worker that finds none for a batch knows it is not the producer's.
-	if err := s.p.jobs.PutManifest(ctx, s.sub.ID, &m); err != nil {
+	mctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	err := s.p.jobs.PutManifest(mctx, s.sub.ID, &m)
+	cancel()
+	if err != nil {
 		return err
 	}
 	for i := range s.group {
@@ -357,6 +367,8 @@ func (s *submission) update(ctx context.Context) error {
 func (s *submission) updateLocked(ctx context.Context) error {
 	r := &s.rec
 	r.Heartbeat = time.Now().UTC()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	rev, err := s.p.jobs.Update(ctx, r, s.rev)
 	if errors.Is(err, job.ErrConflict) {
 		return fmt.Errorf("the job record was changed or removed by someone else: %w", err)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every fuzz target of sudoku-queue for a bounded time each: the puzzle
-# parser (with the solver behind it), the message decoder, the result
-# encoding in the cache, and the configuration loader. CI runs it from
+# parser (with the solver behind it), the input reader, the work and
+# results batch decoders, and the configuration loader. CI runs it from
 # .ci/run; run it by hand for longer with FUZZTIME, e.g. FUZZTIME=5m.
 #
 # A failure leaves the input that found it in the package's
@@ -15,8 +15,9 @@ FUZZTIME="${FUZZTIME:-10s}"
 # package target
 targets=(
   "./solver FuzzParseSolve"
-  "./internal/queue FuzzDecode"
-  "./internal/cache FuzzDecodeResult"
+  "./internal/input FuzzReader"
+  "./internal/job FuzzDecodeWork"
+  "./internal/job FuzzDecodeResults"
   "./internal/config FuzzLoadYAML"
 )
 

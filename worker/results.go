@@ -18,6 +18,8 @@ import (
 // reason of a batch the job's producer did not publish, "" for one it
 // did, or an error when JetStream could not tell.
 func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	if subject != w.q.Opts.WorkSubject(b.Job) {
 		// Published under another job's subject: 'job rm' of that job
 		// would not reach it.
@@ -50,6 +52,8 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 // stored reports whether b's results are in the results stream already,
 // as the results of this very batch.
 func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) bool {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	rm, err := w.q.Results.GetLastMsgForSubject(ctx, w.q.Opts.ResultSubject(b.Job, b.Index))
 	if err != nil {
 		return false
@@ -67,8 +71,10 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) bool {
 func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest) error {
 	b.Digest = d
 	m := w.q.Opts.ResultsMsg(b)
+	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		_, err := w.q.JS.PublishMsg(pctx, m, queue.ExpectResults())
 		cancel()
 		if err == nil || !queue.IsWrongLastSequence(err) {
@@ -94,6 +100,11 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest)
 		}
 	}
 }
+
+// apiTimeout bounds each JetStream request of a worker: a stream that is
+// gone, or a cluster without a leader, must fail the batch (it is
+// redelivered) rather than hold it for ever.
+const apiTimeout = 10 * time.Second
 
 // manifestCache keeps the manifests a worker has read: a manifest never
 // changes once its batches are published. It holds at most

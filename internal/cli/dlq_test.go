@@ -2,37 +2,42 @@ package cli
 
 import (
 	"context"
+	"log/slog"
 	"encoding/json"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
+type deadLetter = queue.DeadLetter
+
 // dlqList returns the dead letters as dlq list --format jsonl gives them.
-func dlqList(t *testing.T) []deadLetter {
+func dlqList(t *testing.T) []*deadLetter {
 	t.Helper()
 	code, out, stderr := run(t, context.Background(), "", "dlq", "list", "--format", "jsonl")
 	if code != ExitOK {
 		t.Fatalf("dlq list: exit %d: %s", code, stderr)
 	}
-	var dls []deadLetter
+	var dls []*deadLetter
 	dec := json.NewDecoder(strings.NewReader(out))
 	for dec.More() {
 		var dl deadLetter
 		if err := dec.Decode(&dl); err != nil {
 			t.Fatalf("dlq list: %v in %q", err, out)
 		}
-		dls = append(dls, dl)
+		dls = append(dls, &dl)
 	}
 	return dls
 }
 
 // waitDLQ waits until the dead-letter stream holds n messages.
-func waitDLQ(t *testing.T, n int) []deadLetter {
+func waitDLQ(t *testing.T, n int) []*deadLetter {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -50,8 +55,6 @@ func waitDLQ(t *testing.T, n int) []deadLetter {
 func TestDLQListAndReplay(t *testing.T) {
 	e := newQueueEnv(t, "SUDOKU_QUEUE_MAX_DELIVER=3", "SUDOKU_QUEUE_BACKOFF=100ms", "SUDOKU_WORKER_CONCURRENCY=1")
 	ctx := context.Background()
-	rdb := testenv.Redis(t)
-	prefix := os.Getenv("SUDOKU_REDIS_KEY_PREFIX")
 
 	if dls := dlqList(t); len(dls) != 0 {
 		t.Fatalf("a new dead-letter stream holds %+v", dls)
@@ -61,44 +64,69 @@ func TestDLQListAndReplay(t *testing.T) {
 		t.Fatalf("dlq list of nothing: exit %d, %q", code, stderr)
 	}
 
-	// A job whose results cannot be counted: its batch bitmap is a list, so
-	// every delivery of its batch fails (WRONGTYPE) until that is fixed.
-	file := writeFile(t, puzzles(t, 10))
-	code, out, stderr := run(t, ctx, "", "submit", file)
-	if code != ExitOK {
-		t.Fatalf("submit: exit %d: %s", code, stderr)
-	}
-	id := strings.TrimSpace(out)
-	batches := prefix + "job:{" + id + "}:batches"
-	if err := rdb.LPush(ctx, batches, "poison").Err(); err != nil {
+	// A job whose results cannot be stored: the results stream is sealed
+	// (by hand, after the worker set it up), so every delivery of its
+	// batch fails until that is fixed.
+	e.startWorker()
+	q := e.queue()
+	rs, err := q.JS.Stream(ctx, q.Opts.ResultsStream())
+	if err != nil {
 		t.Fatal(err)
 	}
+	sealed := rs.CachedInfo().Config
+	sealed.Sealed = true
+	if _, err := q.JS.UpdateStream(ctx, sealed); err != nil {
+		t.Fatal(err)
+	}
+	lines := puzzles(t, 10)
+	file := writeFile(t, lines)
+	p := producer.New(q, nil, producer.Options{Logger: slog.New(slog.DiscardHandler)})
+	sub, err := p.Submit(ctx, input.NewReader(strings.NewReader(strings.Join(lines, "\n"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sub.ID
 	// And a body that is not a batch at all.
 	nc := testenv.NATS(t)
-	bulk := os.Getenv("SUDOKU_QUEUE_SUBJECT_PREFIX") + ".jobs.bulk"
-	if err := nc.Publish(bulk, []byte("not a batch")); err != nil {
+	bulk := q.Opts.WorkSubject(id)
+	if err := nc.Publish(q.Opts.WorkSubject("x"), []byte("not a batch")); err != nil {
 		t.Fatal(err)
 	}
-	e.startWorker()
 
+	// Wait for both to be dead-lettered, then fix the cause: a stream
+	// cannot be unsealed, so remove it; every command sets it up again.
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; n < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dead letters after 30s, want 2", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+		n = 0
+		if err := q.EachDeadLetter(ctx, func(*queue.DeadLetter) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.JS.DeleteStream(ctx, q.Opts.ResultsStream()); err != nil {
+		t.Fatal(err)
+	}
 	dls := waitDLQ(t, 2)
 	var poison, garbage deadLetter
 	for _, dl := range dls {
 		switch dl.Reason {
 		case "max_deliver":
-			poison = dl
+			poison = *dl
 		case "undecodable":
-			garbage = dl
+			garbage = *dl
 		}
 	}
 	if poison.Seq == 0 || garbage.Seq == 0 {
 		t.Fatalf("want one max_deliver and one undecodable dead letter: %+v", dls)
 	}
 	if poison.Subject != bulk || poison.Deliveries != 3 || poison.Job != id || poison.Batch == nil || *poison.Batch != 0 ||
-		poison.Puzzles != 10 || !strings.Contains(poison.Error, "WRONGTYPE") || poison.MsgID != id+".0" || poison.BodyError != "" {
+		poison.Puzzles != 10 || !strings.Contains(poison.Error, "sealed") || poison.MsgID != id+".0" || poison.BodyError != "" {
 		t.Errorf("poison batch: %+v", poison)
 	}
-	if garbage.Subject != bulk || garbage.Deliveries != 1 || garbage.Job != "" || garbage.Bytes != 11 ||
+	if garbage.Subject != q.Opts.WorkSubject("x") || garbage.Deliveries != 1 || garbage.Job != "" || garbage.Bytes != 11 ||
 		!strings.Contains(garbage.Error, "undecodable message") || garbage.BodyError == "" {
 		t.Errorf("garbage: %+v", garbage)
 	}
@@ -107,7 +135,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	}
 
 	// The table shows the same.
-	code, out, stderr = run(t, ctx, "", "dlq", "list")
+	code, out, stderr := run(t, ctx, "", "dlq", "list")
 	if code != ExitOK || !strings.Contains(stderr, "2 dead letters in ") {
 		t.Fatalf("dlq list: exit %d: %s", code, stderr)
 	}
@@ -117,8 +145,8 @@ func TestDLQListAndReplay(t *testing.T) {
 		t.Fatalf("dlq list:\n%s", out)
 	}
 	for _, want := range [][]string{
-		{strconv.FormatUint(poison.Seq, 10), "max_deliver", " 3 ", bulk, id, " 0 ", " 10 ", "WRONGTYPE"},
-		{strconv.FormatUint(garbage.Seq, 10), "undecodable", " 1 ", bulk, " - ", "undecodable message"},
+		{strconv.FormatUint(poison.Seq, 10), "max_deliver", " 3 ", bulk, id, " 0 ", " 10 ", "sealed"},
+		{strconv.FormatUint(garbage.Seq, 10), "undecodable", " 1 ", q.Opts.WorkSubject("x"), " - ", "undecodable message"},
 	} {
 		found := false
 		for _, row := range rows[1:] {
@@ -144,10 +172,7 @@ func TestDLQListAndReplay(t *testing.T) {
 		t.Fatalf("job wait with its batch dead-lettered: exit %d, want 130", code)
 	}
 
-	// Fix the cause, replay: the job completes.
-	if err := rdb.Del(ctx, batches).Err(); err != nil {
-		t.Fatal(err)
-	}
+	// Replay: the job completes.
 	code, out, stderr = run(t, ctx, "", "dlq", "replay", strconv.FormatUint(poison.Seq, 10))
 	if code != ExitOK || !strings.Contains(out, "replayed to "+bulk+" (job "+id+" batch 0, 10 puzzles)") {
 		t.Fatalf("dlq replay: exit %d, out %q, stderr %q", code, out, stderr)

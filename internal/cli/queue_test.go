@@ -8,11 +8,20 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
@@ -32,8 +41,9 @@ func TestMain(m *testing.M) {
 // prefix on the shared servers, through the environment (for in-process
 // runs and for the worker processes it starts).
 type queueEnv struct {
-	t   *testing.T
-	env []string
+	t       *testing.T
+	env     []string
+	workers int // started
 }
 
 func newQueueEnv(t *testing.T, extra ...string) *queueEnv {
@@ -60,11 +70,50 @@ func newQueueEnv(t *testing.T, extra ...string) *queueEnv {
 	}
 	t.Cleanup(func() {
 		nc := testenv.NATS(t)
-		for _, s := range []string{name, name + "_DLQ"} {
+		for _, s := range []string{name, name + "_DLQ", name + "_RESULTS", "KV_" + name + "_JOBS"} {
 			_, _ = nc.Request("$JS.API.STREAM.DELETE."+s, nil, 2*time.Second)
 		}
 	})
 	return e
+}
+
+// queue sets up the env's queue in this process, for what the CLI does
+// not do (publishing by hand, breaking a stream).
+func (e *queueEnv) queue() *queue.Queue {
+	e.t.Helper()
+	js, err := jetstream.New(testenv.NATS(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// The configuration the env gives, so that Setup changes nothing.
+	cfg, err := config.Load(config.LoadOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	q, err := queue.Setup(context.Background(), js, app.QueueOptions(cfg.Queue, cfg.Job.ResultTTL))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return q
+}
+
+// jobDone returns how many lines of job id have their results, from job
+// status.
+func jobDone(t *testing.T, id string) int {
+	t.Helper()
+	code, out, stderr := run(t, context.Background(), "", "job", "status", id)
+	if code != ExitOK {
+		t.Fatalf("job status: exit %d: %s", code, stderr)
+	}
+	i := strings.Index(out, "done ")
+	if i < 0 {
+		t.Fatalf("job status without a done line:\n%s", out)
+	}
+	n, err := strconv.Atoi(strings.Fields(out[i:])[1])
+	if err != nil {
+		t.Fatalf("job status: %v in\n%s", err, out)
+	}
+	return n
 }
 
 // startWorker starts a worker process (this test binary as the CLI).
@@ -77,6 +126,8 @@ func (e *queueEnv) startWorker() *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
+	e.workers++
+	e.waitWorkers(e.workers, &logs)
 	e.t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -95,6 +146,35 @@ func (e *queueEnv) startWorker() *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// waitWorkers waits until n instances of the micro service answer a ping:
+// the workers are pulling and serving.
+func (e *queueEnv) waitWorkers(n int, logs *bytes.Buffer) {
+	e.t.Helper()
+	nc := testenv.NATS(e.t)
+	subject, _ := micro.ControlSubject(micro.PingVerb, queue.ServiceName, "")
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		_ = nc.PublishRequest(subject, inbox, nil)
+		got := 0
+		for {
+			if _, err := sub.NextMsg(200 * time.Millisecond); err != nil {
+				break
+			}
+			got++
+		}
+		_ = sub.Unsubscribe()
+		if got >= n {
+			return
+		}
+	}
+	e.t.Fatalf("%d workers did not all answer a ping within 20s:\n%s", n, logs)
 }
 
 // puzzles returns the first n lines of the 17-clue fixture.
@@ -170,6 +250,15 @@ func TestSubmitRepeatedInvalidCached(t *testing.T) {
 		if code != ExitFailure {
 			t.Errorf("%s: exit %d, want 1 (invalid lines): %s", format, code, stderr)
 		}
+		if format == "jsonl" {
+			// solve --local knows no cache: the queue says which came
+			// from it.
+			// Its run comes after the text one: every puzzle is cached.
+			if n := strings.Count(out, `,"cached":true`); n != 40 {
+				t.Errorf("%d results marked cached, want 40", n)
+			}
+			out = strings.ReplaceAll(out, `,"cached":true`, "")
+		}
 		if want := localOut(t, file, "--format", format); out != want {
 			ol, wl := strings.Split(out, "\n"), strings.Split(want, "\n")
 			for i := range min(len(ol), len(wl)) {
@@ -184,7 +273,8 @@ func TestSubmitRepeatedInvalidCached(t *testing.T) {
 		}
 		if format == "text" {
 			for _, s := range []string{"line 26: solver: 5 cells, want 81", "line 27: solver: digit 1 repeats in row 1",
-				"46 lines: 30 queued", "10 cached", "3 repeated", "3 invalid", "43 unique, 3 invalid"} {
+				"46 lines: 30 queued", "10 cached", "3 repeated", "3 invalid", "43 unique, 3 invalid",
+				"(10 cached, 3 repeated, 3 invalid)"} {
 				if !strings.Contains(stderr, s) {
 					t.Errorf("stderr lacks %q:\n%s", s, stderr)
 				}
@@ -195,7 +285,6 @@ func TestSubmitRepeatedInvalidCached(t *testing.T) {
 
 func TestWorkerKilledMidJob(t *testing.T) {
 	e := newQueueEnv(t, "SUDOKU_QUEUE_ACK_WAIT=2s", "SUDOKU_QUEUE_BATCH_SIZE=20", "SUDOKU_WORKER_CONCURRENCY=1")
-	rdb := testenv.Redis(t)
 	victim := e.startWorker()
 	// Hard puzzles (~0.1 ms each): the job lasts long enough to kill the
 	// worker in the middle of it.
@@ -205,13 +294,8 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		t.Fatalf("submit: exit %d: %s", code, stderr)
 	}
 	id := strings.TrimSpace(out)
-	jobKey := os.Getenv("SUDOKU_REDIS_KEY_PREFIX") + "job:{" + id + "}"
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		done, _ := rdb.HGet(context.Background(), jobKey, "done").Int()
-		if done > 0 {
-			break
-		}
+	for jobDone(t, id) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did nothing in 20s")
 		}
@@ -221,7 +305,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = victim.Wait()
-	done, _ := rdb.HGet(context.Background(), jobKey, "done").Int()
+	done := jobDone(t, id)
 	if done >= 4000 {
 		t.Fatalf("the job finished before the worker was killed")
 	}
@@ -235,7 +319,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		t.Fatal("results after a killed worker differ from solve --local")
 	}
 	_, status, _ := run(t, context.Background(), "", "job", "status", id)
-	for _, s := range []string{"solved    4000 of 4000 queued", "results   4000 unique", "failed    0"} {
+	for _, s := range []string{"state     finished", "done      4000 of 4000 lines (100.0%)", "results   4000 unique", "failed    0"} {
 		if !strings.Contains(status, s) {
 			t.Errorf("job status lacks %q:\n%s", s, status)
 		}
@@ -312,5 +396,101 @@ func TestSolveTouchesNothingExternal(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "200 unique, 1 invalid") {
 		t.Errorf("summary: %q", stderr)
+	}
+}
+
+func TestJobRm(t *testing.T) {
+	newQueueEnv(t)
+	file := writeFile(t, puzzles(t, 30))
+	code, out, stderr := run(t, context.Background(), "", "submit", file) // no worker: its work waits
+	if code != ExitOK {
+		t.Fatalf("submit: exit %d: %s", code, stderr)
+	}
+	id := strings.TrimSpace(out)
+	if code, _, stderr := run(t, context.Background(), "", "job", "rm", id); code != ExitOK || !strings.Contains(stderr, "job "+id+" removed") {
+		t.Fatalf("job rm: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{{"job", "status", id}, {"job", "wait", id}, {"job", "rm", id}} {
+		code, _, stderr := run(t, context.Background(), "", args...)
+		if code != ExitFailure || !strings.Contains(stderr, "no job "+id) {
+			t.Errorf("%v after rm: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
+func TestSubmitChecksTheOutputFirst(t *testing.T) {
+	newQueueEnv(t)
+	file := writeFile(t, puzzles(t, 5))
+	bad := filepath.Join(t.TempDir(), "missing", "out.txt")
+	code, _, stderr := run(t, context.Background(), "", "submit", "--wait", "--out", bad, file)
+	if code != ExitUsage || !strings.Contains(stderr, "--out") {
+		t.Fatalf("submit --out into a missing folder: exit %d, %q; want 2 naming --out", code, stderr)
+	}
+	_, list, _ := run(t, context.Background(), "", "job", "list")
+	if strings.Count(strings.TrimSpace(list), "\n") != 0 {
+		t.Errorf("a job was created all the same:\n%s", list)
+	}
+}
+
+func TestRedisDownJobsGoOn(t *testing.T) {
+	// Redis is only a cache: with it down for the producer and the
+	// workers, a job completes all the same.
+	e := newQueueEnv(t, fmt.Sprintf("SUDOKU_REDIS_ADDRS=127.0.0.1:%d", testenv.FreePort(t)), "SUDOKU_REDIS_DIAL_TIMEOUT=200ms",
+		"SUDOKU_LOG_LEVEL=warn")
+	e.startWorker()
+	file := writeFile(t, manyPuzzles(t, 300))
+	code, out, stderr := run(t, context.Background(), "", "submit", "--wait", file)
+	if code != ExitOK {
+		t.Fatalf("submit --wait with Redis down: exit %d: %s", code, stderr)
+	}
+	if out != localOut(t, file) {
+		t.Fatal("results with Redis down differ from solve --local")
+	}
+	if !strings.Contains(stderr, "Redis not reachable") {
+		t.Errorf("no word of Redis being down: %s", stderr)
+	}
+}
+
+func TestCommandsUseOnlyWhatTheyNeed(t *testing.T) {
+	e := newQueueEnv(t)
+	e.startWorker()
+	p := puzzles(t, 1)[0]
+	code, want, _ := run(t, context.Background(), "", "get", "--solve", p)
+	if code != ExitOK {
+		t.Fatalf("get --solve: exit %d", code)
+	}
+	dead := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	// get of a cached puzzle reads Redis only.
+	t.Setenv("SUDOKU_NATS_URL", "nats://"+dead)
+	if code, out, stderr := run(t, context.Background(), "", "get", p); code != ExitOK || out != want {
+		t.Errorf("get with NATS down: exit %d, %q, %s", code, out, stderr)
+	}
+	// Job commands read JetStream only.
+	t.Setenv("SUDOKU_NATS_URL", testenv.NATSURL())
+	t.Setenv("SUDOKU_REDIS_ADDRS", dead)
+	if code, _, stderr := run(t, context.Background(), "", "job", "list"); code != ExitOK || strings.Contains(stderr, "Redis") {
+		t.Errorf("job list with Redis down: exit %d, %s", code, stderr)
+	}
+	// get KEY with Redis down says so.
+	t.Setenv("SUDOKU_REDIS_DIAL_TIMEOUT", "200ms")
+	if code, _, stderr := run(t, context.Background(), "", "get", p); code != ExitFailure || !strings.Contains(stderr, "Redis at "+dead) {
+		t.Errorf("get with Redis down: exit %d, %q", code, stderr)
+	}
+}
+
+func TestNATSWithoutJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Setenv("SUDOKU_NATS_URL", srv.ClientURL())
+	code, _, stderr := run(t, context.Background(), "", "job", "list")
+	if code != ExitFailure || !strings.Contains(stderr, "does not have JetStream enabled") || !strings.Contains(stderr, "-js") {
+		t.Errorf("job list on a server without JetStream: exit %d, %q", code, stderr)
 	}
 }

@@ -44,7 +44,7 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	log.Debug("solve: embedded NATS server", "cache", store)
 
 	wopts := workerOptions(cfg, log)
-	wopts.Concurrency = max(f.workers, cfg.WorkerConcurrency())
+	wopts.Concurrency = f.workers
 	wopts.MaxNodes = f.maxNodes
 	stopWorker := startLocalWorker(ctx, wopts, log, conn)
 	defer stopWorker()
