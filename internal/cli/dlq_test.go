@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"log/slog"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
