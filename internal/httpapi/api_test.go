@@ -69,8 +69,9 @@ func TestSolve(t *testing.T) {
 		t.Errorf("guesses = 0; a 17-clue puzzle needs some")
 	}
 
-	// The worker cached it: the same puzzle, in the grid format or as
-	// JSON, comes from the cache.
+	// The worker cached it, and this process keeps it: the same puzzle,
+	// in the grid format or as JSON, comes from the cache.
+	e.waitCached([]string{puzzle1})
 	for name, send := range map[string]func() (*http.Response, []byte){
 		"grid": func() (*http.Response, []byte) { return e.post("/v1/solve", grid1) },
 		"json": func() (*http.Response, []byte) {
@@ -454,21 +455,24 @@ type chunked struct{ io.Reader }
 // end at once with 409 job_failed instead of waiting for ever.
 func TestFailedSubmission(t *testing.T) {
 	const limit = 2 << 20
-	e := newEnv(t, envOptions{noWorker: true, opts: Options{MaxBodyBytes: limit}})
-	jobs := func() []Job {
-		t.Helper()
+	// Each case has an env of its own, whose helpers fail its own t.
+	setup := func(t *testing.T) *env {
+		return newEnv(t, envOptions{noWorker: true, opts: Options{MaxBodyBytes: limit}})
+	}
+	jobs := func(e *env) []Job {
+		e.t.Helper()
 		res, data := e.get("/v1/jobs")
 		var list JobList
-		decode(t, data, &list)
+		decode(e.t, data, &list)
 		if res.StatusCode != 200 {
-			t.Fatalf("GET /v1/jobs: %d %s", res.StatusCode, data)
+			e.t.Fatalf("GET /v1/jobs: %d %s", res.StatusCode, data)
 		}
 		return list.Jobs
 	}
 	for _, tt := range []struct{ name, contentType string }{{"text", "text/plain"}, {"json", "application/json"}} {
 		t.Run("over the limit, chunked, "+tt.name, func(t *testing.T) {
+			e := setup(t)
 			body := bigBody(t, limit+limit/2, tt.contentType == "application/json")
-			before := len(jobs())
 			res, data := e.do(http.MethodPost, "/v1/jobs", tt.contentType, chunked{strings.NewReader(body)})
 			if res.Request.ContentLength != 0 {
 				t.Fatalf("the body was sent with a Content-Length, not chunked")
@@ -478,18 +482,15 @@ func TestFailedSubmission(t *testing.T) {
 			if id == "" || b.Error.Details["job_state"] != "failed" || b.Error.Details["max_bytes"] != float64(limit) {
 				t.Fatalf("the 413 does not name the failed job: %s", data)
 			}
-			if n := len(jobs()); n != before+1 {
-				t.Errorf("%d jobs, want %d", n, before+1)
+			if list := jobs(e); len(list) != 1 || list[0].ID != id {
+				t.Errorf("jobs %+v, want the failed one alone", list)
 			}
 			e.wantFailedJob(id, "too large")
 		})
 	}
 
 	t.Run("client gone mid-way", func(t *testing.T) {
-		seen := map[string]bool{}
-		for _, j := range jobs() {
-			seen[j.ID] = true
-		}
+		e := setup(t)
 		body := bigBody(t, limit-limit/4, false)
 		broken := io.MultiReader(strings.NewReader(body), iotest.ErrReader(errors.New("test: the client broke off")))
 		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/jobs", broken)
@@ -500,19 +501,20 @@ func TestFailedSubmission(t *testing.T) {
 		// The server sees the body end short: its job is marked failed.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			list := jobs()
-			if len(list) > 0 && !seen[list[0].ID] && list[0].State == "failed" {
+			list := jobs(e)
+			if len(list) == 1 && list[0].State == "failed" {
 				e.wantFailedJob(list[0].ID, "unexpected EOF")
 				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no failed job after the client broke off: %+v", list)
+			if len(list) > 1 || time.Now().After(deadline) {
+				t.Fatalf("no failed job alone after the client broke off: %+v", list)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
 
 	t.Run("input that breaks off", func(t *testing.T) {
+		e := setup(t)
 		id := e.failedJob(variants(t, 25, clue17), "test: the upload broke")
 		e.wantFailedJob(id, "test: the upload broke")
 	})
@@ -681,7 +683,9 @@ func TestCacheDown(t *testing.T) {
 	// One puzzle: a worker solves it, its cache down too.
 	res, data := e.post("/v1/solve", ps[101])
 	var sol Solution
-	decode(t, data, &sol)
+	if res.StatusCode == 200 {
+		decode(t, data, &sol)
+	}
 	if res.StatusCode != 200 || sol.Status != result.StatusUnique || sol.Cached {
 		t.Errorf("POST /v1/solve with the cache down: %d %s", res.StatusCode, data)
 	}
