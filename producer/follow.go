@@ -108,7 +108,7 @@ type follower struct {
 	nextItem  uint64                // its first item
 	pending   map[uint64]*job.Batch // later batches, checked, in memory
 	present   map[uint64]bool       // later batches beyond the window: read again
-	ring      outcomeRing           // the last RepeatWindow outcomes
+	recent    recentBatches         // batches passed on, back RepeatWindow items
 	manifest  job.Manifest          // the manifest chunk last read
 	counts    job.Counts
 	lines     int64
@@ -381,17 +381,14 @@ func (f *follower) drain() error {
 		if b.First != f.nextItem {
 			return fmt.Errorf("job %s: batch %d starts at item %d, want %d", f.id, b.Index, b.First, f.nextItem)
 		}
+		f.recent.push(b)
 		for i := range b.Items {
 			it := &b.Items[i]
-			item := b.First + uint64(i)
-			var o *job.Outcome
+			o := &it.Outcome
 			if it.Kind == job.Repeat {
-				o = f.ring.get(item - it.Back)
-				if o == nil {
+				if o = f.recent.outcome(b.First + uint64(i) - it.Back); o == nil {
 					return fmt.Errorf("job %s: line %d repeats an item the reader does not have", f.id, it.Line)
 				}
-			} else {
-				o = f.ring.put(item, &it.Outcome)
 			}
 			var r result.Result
 			if f.opts.Full {
@@ -457,44 +454,43 @@ func subjectIndex(subject string) (uint64, bool) {
 	return n, err == nil
 }
 
-// outcomeRing holds the outcomes of the last job.RepeatWindow items, for
-// Repeat items to refer to. It grows with the job up to that size, so a
-// small job keeps a small ring.
-type outcomeRing struct {
-	o   []job.Outcome
-	idx []uint64 // item index + 1; 0 for an empty slot
+// recentBatches holds the batches passed on that hold the last
+// job.RepeatWindow items, for Repeat items to refer to: the batches stay
+// in memory as they were decoded, nothing is copied.
+type recentBatches struct {
+	bs []*job.Batch // in order, consecutive
 }
 
-func (r *outcomeRing) put(item uint64, o *job.Outcome) *job.Outcome {
-	for item >= uint64(len(r.o)) && len(r.o) < job.RepeatWindow {
-		r.grow()
+// push adds b (the next batch) and forgets the batches that fall out of
+// the window.
+func (r *recentBatches) push(b *job.Batch) {
+	r.bs = append(r.bs, b)
+	drop := 0
+	for drop < len(r.bs)-1 {
+		old := r.bs[drop]
+		if end := old.First + uint64(len(old.Items)); end+job.RepeatWindow > b.First {
+			break
+		}
+		drop++
 	}
-	slot := item & uint64(len(r.o)-1)
-	r.o[slot], r.idx[slot] = *o, item+1
-	return &r.o[slot]
+	if drop > 0 {
+		n := copy(r.bs, r.bs[drop:])
+		clear(r.bs[n:])
+		r.bs = r.bs[:n]
+	}
 }
 
-func (r *outcomeRing) get(item uint64) *job.Outcome {
-	if len(r.o) == 0 {
-		return nil
-	}
-	slot := item & uint64(len(r.o)-1)
-	if r.idx[slot] != item+1 {
-		return nil
-	}
-	return &r.o[slot]
-}
-
-// grow doubles the ring (its size stays a power of two), keeping what it
-// holds.
-func (r *outcomeRing) grow() {
-	n := max(1024, 2*len(r.o))
-	o, idx := make([]job.Outcome, n), make([]uint64, n)
-	for i, v := range r.idx {
-		if v != 0 {
-			slot := (v - 1) & uint64(n-1)
-			o[slot], idx[slot] = r.o[i], v
+// outcome returns the outcome of item, or nil when it is not held or is
+// not an answer (a Repeat's target is never itself a Repeat).
+func (r *recentBatches) outcome(item uint64) *job.Outcome {
+	for i := len(r.bs) - 1; i >= 0; i-- {
+		b := r.bs[i]
+		if item >= b.First {
+			if j := item - b.First; j < uint64(len(b.Items)) && b.Items[j].Kind == job.Known {
+				return &b.Items[j].Outcome
+			}
+			return nil
 		}
 	}
-	r.o, r.idx = o, idx
+	return nil
 }

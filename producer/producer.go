@@ -7,6 +7,7 @@ package producer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -393,33 +394,84 @@ func (s *submission) fail(cause error) {
 	}
 }
 
-// repeatWindow finds repeats among the last job.RepeatWindow items: a map
-// from key to item index, and a ring of the keys added, to forget each
-// when it falls out of the window.
+// repeatWindow finds repeats among the last job.RepeatWindow distinct
+// puzzles added: an open-addressing hash table (linear probing) of the
+// keys' first 8 bytes, each slot holding an item index, and a ring of the
+// full keys added, by item index. A slot is emptied when its key falls out
+// of the window (backward-shift deletion keeps every probe sequence
+// whole), so the table never holds more than the window. A match on the
+// 8 bytes is confirmed on the full key.
 type repeatWindow struct {
-	at   map[job.Key]uint64
-	ring []job.Key
-	idx  []uint64 // item index + 1 of each slot's key; 0 for none
+	slots []repeatSlot // 2 x RepeatWindow slots: at most half full
+	ring  []job.Key    // the key of item i at i % RepeatWindow
+	items []uint64     // item index + 1 of each ring slot; 0 for none
 }
 
+type repeatSlot struct {
+	fp   uint64 // the key's first 8 bytes
+	item uint64 // item index + 1; 0 for an empty slot
+}
+
+const repeatSlots = 2 * job.RepeatWindow
+
+func fingerprint(k *job.Key) uint64 { return binary.LittleEndian.Uint64(k[:8]) }
+
+// find returns how far back the key of item was added, if within the
+// window.
 func (w *repeatWindow) find(key job.Key, item uint64) (back uint64, ok bool) {
-	i, ok := w.at[key]
-	if !ok || item-i > job.RepeatWindow {
+	if w.slots == nil {
 		return 0, false
 	}
-	return item - i, true
+	fp := fingerprint(&key)
+	for i := fp & (repeatSlots - 1); w.slots[i].item != 0; i = (i + 1) & (repeatSlots - 1) {
+		s := w.slots[i]
+		if s.fp == fp && item-(s.item-1) <= job.RepeatWindow && w.ring[(s.item-1)%job.RepeatWindow] == key {
+			return item - (s.item - 1), true
+		}
+	}
+	return 0, false
 }
 
+// add adds the key of item (items come in increasing order), forgetting
+// the key added job.RepeatWindow items before.
 func (w *repeatWindow) add(key job.Key, item uint64) {
-	if w.at == nil {
-		w.at = make(map[job.Key]uint64, 1024)
+	if w.slots == nil {
+		w.slots = make([]repeatSlot, repeatSlots)
 		w.ring = make([]job.Key, job.RepeatWindow)
-		w.idx = make([]uint64, job.RepeatWindow)
+		w.items = make([]uint64, job.RepeatWindow)
 	}
-	slot := item % job.RepeatWindow
-	if w.idx[slot] != 0 && w.at[w.ring[slot]] == w.idx[slot]-1 {
-		delete(w.at, w.ring[slot])
+	r := item % job.RepeatWindow
+	if old := w.items[r]; old != 0 {
+		w.remove(fingerprint(&w.ring[r]), old)
 	}
-	w.ring[slot], w.idx[slot] = key, item+1 // idx 0: an empty slot
-	w.at[key] = item
+	w.ring[r], w.items[r] = key, item+1
+	fp := fingerprint(&key)
+	i := fp & (repeatSlots - 1)
+	for w.slots[i].item != 0 {
+		i = (i + 1) & (repeatSlots - 1)
+	}
+	w.slots[i] = repeatSlot{fp: fp, item: item + 1}
+}
+
+// remove empties the slot of (fp, item), shifting back the entries after
+// it that would no longer be found.
+func (w *repeatWindow) remove(fp, item uint64) {
+	const mask = repeatSlots - 1
+	i := fp & mask
+	for w.slots[i].item != item {
+		if w.slots[i].item == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	for j := (i + 1) & mask; w.slots[j].item != 0; j = (j + 1) & mask {
+		// The entry at j may move to the hole at i if its home slot is
+		// not in (i, j] (cyclically).
+		home := w.slots[j].fp & mask
+		if (j-home)&mask >= (j-i)&mask {
+			w.slots[i] = w.slots[j]
+			i = j
+		}
+	}
+	w.slots[i] = repeatSlot{}
 }

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -459,8 +460,51 @@ func TestRepeatWindow(t *testing.T) {
 	if back, ok := w.find(k(2), job.RepeatWindow+1); !ok || back != job.RepeatWindow {
 		t.Errorf("the oldest key in the window: %d, %v", back, ok)
 	}
-	if len(w.at) > job.RepeatWindow {
-		t.Errorf("%d keys kept, window %d", len(w.at), job.RepeatWindow)
+	used := 0
+	for _, sl := range w.slots {
+		if sl.item != 0 {
+			used++
+		}
+	}
+	if used != job.RepeatWindow {
+		t.Errorf("%d slots in use, want the window's %d", used, job.RepeatWindow)
+	}
+	// Keys that share their first 8 bytes are told apart.
+	a, b := k(7), k(7)
+	a[31], b[31] = 1, 2
+	w.add(a, 2*job.RepeatWindow)
+	if _, ok := w.find(b, 2*job.RepeatWindow+1); ok {
+		t.Error("a key found by its first 8 bytes only")
+	}
+	if back, ok := w.find(a, 2*job.RepeatWindow+1); !ok || back != 1 {
+		t.Errorf("find of a colliding key = %d, %v", back, ok)
+	}
+}
+
+// TestRepeatWindowAgainstAMap checks the table against a plain map over a
+// long run of keys from a small set, so that keys repeat, expire and
+// collide in the table.
+func TestRepeatWindowAgainstAMap(t *testing.T) {
+	var w repeatWindow
+	last := map[job.Key]uint64{} // the last item a key was added at
+	rng := uint64(1)
+	for item := uint64(0); item < 5*job.RepeatWindow; item++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		var k job.Key
+		n := (rng >> 40) % (job.RepeatWindow * 3 / 2)
+		// Keys n and n+65536 share their first 8 bytes.
+		binary.LittleEndian.PutUint64(k[:8], (n&0xffff)*0x9e3779b97f4a7c15)
+		binary.LittleEndian.PutUint64(k[8:], n)
+		back, ok := w.find(k, item)
+		at, seen := last[k]
+		wantOK := seen && item-at <= job.RepeatWindow
+		if ok != wantOK || (ok && back != item-at) {
+			t.Fatalf("item %d: find = %d, %v; want %d, %v", item, back, ok, item-at, wantOK)
+		}
+		if !ok {
+			w.add(k, item)
+			last[k] = item
+		}
 	}
 }
 

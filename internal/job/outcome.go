@@ -18,10 +18,12 @@ const maskLen = 11
 // AppendPacked appends g packed to dst: two cells a byte, the first cell
 // in the high nibble, 0 for a blank; the last byte's low nibble is 0.
 func AppendPacked(dst []byte, g *solver.Grid) []byte {
-	for i := 0; i < 80; i += 2 {
-		dst = append(dst, g[i]<<4|g[i+1])
+	var p [PackedLen]byte
+	for i := range 40 {
+		p[i] = g[2*i]<<4 | g[2*i+1]
 	}
-	return append(dst, g[80]<<4)
+	p[40] = g[80] << 4
+	return append(dst, p[:]...)
 }
 
 // Unpack reverses AppendPacked. It checks the length and that the spare
@@ -34,10 +36,11 @@ func Unpack(p []byte) (solver.Grid, error) {
 	if p[40]&15 != 0 {
 		return g, errors.New("job: packed grid with a spare nibble set")
 	}
-	for i := 0; i < 40; i++ {
-		g[2*i], g[2*i+1] = p[i]>>4, p[i]&15
+	q := (*[PackedLen]byte)(p)
+	for i := range 40 {
+		g[2*i], g[2*i+1] = q[i]>>4, q[i]&15
 	}
-	g[80] = p[40] >> 4
+	g[80] = q[40] >> 4
 	return g, nil
 }
 
@@ -236,16 +239,31 @@ func (o *Outcome) Check() error {
 	if !HasSolution(o.Status) {
 		return nil
 	}
-	for i, v := range o.Solution {
-		if v < 1 || v > 9 {
-			return fmt.Errorf("job: solution cell %s is %d", solver.CellName(i), v)
-		}
-		if p := o.Puzzle[i]; p != 0 && p != v {
-			return fmt.Errorf("job: solution cell %s is %d, the given is %d", solver.CellName(i), v, p)
+	// Each row, column and box of a solution holds every digit once: the
+	// OR of its digits' bits is 0x3fe exactly when it holds all nine (81
+	// cells, 27 units of nine). Cells out of 1-9 set bits outside 0x3fe.
+	var rows, cols, boxes [9]uint16
+	s, p := &o.Solution, &o.Puzzle
+	for r := range 9 {
+		for c := range 9 {
+			i := 9*r + c
+			v := s[i]
+			if p[i] != 0 && p[i] != v {
+				return fmt.Errorf("job: solution cell %s is %d, the given is %d", solver.CellName(i), v, p[i])
+			}
+			bit := uint16(1) << (v & 15)
+			rows[r] |= bit
+			cols[c] |= bit
+			boxes[boxOf[i]] |= bit
 		}
 	}
-	if err := o.Solution.Validate(); err != nil {
-		return fmt.Errorf("job: solution breaks the rules: %w", err)
+	for u := range 9 {
+		if rows[u] != 0x3fe || cols[u] != 0x3fe || boxes[u] != 0x3fe {
+			if err := o.Solution.Validate(); err != nil {
+				return fmt.Errorf("job: solution breaks the rules: %w", err)
+			}
+			return fmt.Errorf("job: solution is not complete")
+		}
 	}
 	return nil
 }
@@ -301,6 +319,14 @@ func (d *decoder) outcome() Outcome {
 	}
 	return o
 }
+
+// boxOf[i] is the box of cell i.
+var boxOf = func() (t [81]uint8) {
+	for i := range t {
+		t[i] = uint8(i/27*3 + i%9/3)
+	}
+	return t
+}()
 
 // maxErrorLen bounds an error text in the compact form.
 const maxErrorLen = 4096
