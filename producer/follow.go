@@ -47,7 +47,7 @@ type FollowOptions struct {
 	// the job's record or the waiting state changes.
 	Progress func(Progress)
 	// Window bounds the batches kept in memory while an earlier one is
-	// still missing (default 128); later ones are read again when their
+	// still missing (default 64); later ones are read again when their
 	// turn comes.
 	Window int
 	// Poll is how often the record is read again while no result comes
@@ -75,7 +75,7 @@ type FollowOptions struct {
 // expired; out's error; ctx's error.
 func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Result) error, opts FollowOptions) (job.Record, error) {
 	if opts.Window <= 0 {
-		opts.Window = 128
+		opts.Window = 64
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
@@ -108,7 +108,7 @@ type follower struct {
 	nextItem  uint64                // its first item
 	pending   map[uint64]*job.Batch // later batches, checked, in memory
 	present   map[uint64]bool       // later batches beyond the window: read again
-	recent    recentBatches         // batches passed on, back RepeatWindow items
+	ring      outcomeRing           // the outcomes of the last RepeatWindow items
 	manifest  job.Manifest          // the manifest chunk last read
 	counts    job.Counts
 	lines     int64
@@ -381,14 +381,17 @@ func (f *follower) drain() error {
 		if b.First != f.nextItem {
 			return fmt.Errorf("job %s: batch %d starts at item %d, want %d", f.id, b.Index, b.First, f.nextItem)
 		}
-		f.recent.push(b)
 		for i := range b.Items {
 			it := &b.Items[i]
 			o := &it.Outcome
+			item := b.First + uint64(i)
 			if it.Kind == job.Repeat {
-				if o = f.recent.outcome(b.First + uint64(i) - it.Back); o == nil {
+				var ok bool
+				if *o, ok = f.ring.get(item - it.Back); !ok {
 					return fmt.Errorf("job %s: line %d repeats an item the reader does not have", f.id, it.Line)
 				}
+			} else {
+				f.ring.put(item, o)
 			}
 			var r result.Result
 			if f.opts.Full {
@@ -454,43 +457,67 @@ func subjectIndex(subject string) (uint64, bool) {
 	return n, err == nil
 }
 
-// recentBatches holds the batches passed on that hold the last
-// job.RepeatWindow items, for Repeat items to refer to: the batches stay
-// in memory as they were decoded, nothing is copied.
-type recentBatches struct {
-	bs []*job.Batch // in order, consecutive
+// outcomeRing holds the outcomes of the last job.RepeatWindow items, for
+// Repeat items to refer to, each in its compact form in a slot of
+// ringSlot bytes: one allocation without pointers, that the garbage
+// collector need not scan. It grows with the job up to its full size, so
+// a small job keeps a small ring. The rare outcomes whose compact form
+// does not fit (a gave_up with its error) are kept whole on the side.
+type outcomeRing struct {
+	slots []byte
+	items []uint64 // item index + 1 of each slot; 0 for none
+	big   map[uint64]job.Outcome
 }
 
-// push adds b (the next batch) and forgets the batches that fall out of
-// the window.
-func (r *recentBatches) push(b *job.Batch) {
-	r.bs = append(r.bs, b)
-	drop := 0
-	for drop < len(r.bs)-1 {
-		old := r.bs[drop]
-		if end := old.First + uint64(len(old.Items)); end+job.RepeatWindow > b.First {
-			break
+// ringSlot fits the compact form of every outcome but gave_up and
+// invalid: status, guesses (up to 10 bytes), givens mask and solution.
+const ringSlot = 64
+
+func (r *outcomeRing) put(item uint64, o *job.Outcome) {
+	for item >= uint64(len(r.items)) && len(r.items) < job.RepeatWindow {
+		r.grow()
+	}
+	slot := item & uint64(len(r.items)-1)
+	if old := r.items[slot]; old != 0 && r.big != nil {
+		delete(r.big, old-1)
+	}
+	r.items[slot] = item + 1
+	if o.Status == result.StatusGaveUp || o.Status == result.StatusInvalid {
+		if r.big == nil {
+			r.big = map[uint64]job.Outcome{}
 		}
-		drop++
+		r.big[item] = *o
+		return
 	}
-	if drop > 0 {
-		n := copy(r.bs, r.bs[drop:])
-		clear(r.bs[n:])
-		r.bs = r.bs[:n]
-	}
+	job.AppendOutcome(r.slots[slot*ringSlot:slot*ringSlot:(slot+1)*ringSlot], o)
 }
 
-// outcome returns the outcome of item, or nil when it is not held or is
-// not an answer (a Repeat's target is never itself a Repeat).
-func (r *recentBatches) outcome(item uint64) *job.Outcome {
-	for i := len(r.bs) - 1; i >= 0; i-- {
-		b := r.bs[i]
-		if item >= b.First {
-			if j := item - b.First; j < uint64(len(b.Items)) && b.Items[j].Kind == job.Known {
-				return &b.Items[j].Outcome
-			}
-			return nil
+func (r *outcomeRing) get(item uint64) (job.Outcome, bool) {
+	if len(r.items) == 0 {
+		return job.Outcome{}, false
+	}
+	slot := item & uint64(len(r.items)-1)
+	if r.items[slot] != item+1 {
+		return job.Outcome{}, false
+	}
+	if o, ok := r.big[item]; ok {
+		return o, true
+	}
+	o, err := job.DecodeOutcomePrefix(r.slots[slot*ringSlot : (slot+1)*ringSlot])
+	return o, err == nil
+}
+
+// grow doubles the ring (its size stays a power of two), keeping what it
+// holds.
+func (r *outcomeRing) grow() {
+	n := max(1024, 2*len(r.items))
+	slots, items := make([]byte, n*ringSlot), make([]uint64, n)
+	for i, v := range r.items {
+		if v != 0 {
+			j := (v - 1) & uint64(n-1)
+			copy(slots[j*ringSlot:(j+1)*ringSlot], r.slots[i*ringSlot:(i+1)*ringSlot])
+			items[j] = v
 		}
 	}
-	return nil
+	r.slots, r.items = slots, items
 }

@@ -599,3 +599,33 @@ func TestStaleProducerFailsTheJob(t *testing.T) {
 		t.Error("Stale got a fresh or an old heartbeat wrong")
 	}
 }
+
+func TestOutcomeRing(t *testing.T) {
+	p := testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)[0]
+	g, _ := solver.Parse(p)
+	var sv solver.Solver
+	r, err := sv.Solve(context.Background(), &g, solver.Options{})
+	unique := job.FromSolve(&g, r, err)
+	r, err = sv.Solve(context.Background(), &g, solver.Options{MaxNodes: 1})
+	gaveUp := job.FromSolve(&g, r, err)
+	none := job.Outcome{Status: result.StatusNone, Guesses: 1 << 40, Puzzle: g}
+	os := []job.Outcome{unique, gaveUp, none}
+	var ring outcomeRing
+	for item := uint64(0); item < 3*job.RepeatWindow; item++ {
+		ring.put(item, &os[item%3])
+		if item < job.RepeatWindow {
+			continue
+		}
+		back := item - job.RepeatWindow + 1 // the oldest item in the window
+		got, ok := ring.get(back)
+		if want := os[back%3]; !ok || got != want {
+			t.Fatalf("item %d: get(%d) = %+v, %v; want %+v", item, back, got, ok, want)
+		}
+		if _, ok := ring.get(back - 1); ok {
+			t.Fatalf("item %d: an item past the window was kept", item)
+		}
+	}
+	if len(ring.big) > job.RepeatWindow/3+1 {
+		t.Errorf("%d outcomes kept on the side, want those in the window only", len(ring.big))
+	}
+}

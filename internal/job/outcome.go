@@ -139,6 +139,14 @@ func DecodeOutcome(data []byte) (Outcome, error) {
 	return o, d.err
 }
 
+// DecodeOutcomePrefix decodes the compact outcome at the start of data,
+// ignoring what follows it.
+func DecodeOutcomePrefix(data []byte) (Outcome, error) {
+	d := decoder{data: data}
+	o := d.outcome()
+	return o, d.err
+}
+
 // FromResult converts a result (as result.FromSolve builds it) to its
 // compact form. The grids come from r's Puzzle and Solution text; it fails
 // on a result whose puzzle or solution is not 81 cells.
