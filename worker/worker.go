@@ -547,6 +547,11 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	}
 	opts := solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first}
 	var solved []cache.Entry
+	var arena []byte // the compact forms of the solved outcomes, for the cache
+	if keys != nil {
+		solved = make([]cache.Entry, 0, len(idx))
+		arena = make([]byte, 0, 64*len(idx))
+	}
 	for j, i := range idx {
 		it := &b.Items[i]
 		if hits != nil && hits[j] != nil && hits[j].Answers(first) && hits[j].Puzzle == it.Grid {
@@ -563,7 +568,9 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 		}
 		it.Kind, it.Outcome = job.Known, o
 		if keys != nil {
-			solved = append(solved, cache.Entry{Key: keys[j], Outcome: &it.Outcome})
+			n := len(arena)
+			arena = job.AppendOutcome(arena, &it.Outcome)
+			solved = append(solved, cache.Entry{Key: keys[j], Outcome: &it.Outcome, Value: arena[n:len(arena):len(arena)]})
 		}
 	}
 	st.Statuses = make(map[result.Status]int, 2)

@@ -27,6 +27,19 @@ import (
 type Entry struct {
 	Key     job.Key
 	Outcome *job.Outcome
+	// Value is Outcome's compact form (job.AppendOutcome, with Cached
+	// false) when the caller has it already; nil makes Put encode it.
+	Value []byte
+}
+
+// value returns e's compact form.
+func (e *Entry) value() []byte {
+	if e.Value != nil {
+		return e.Value
+	}
+	o := *e.Outcome
+	o.Cached = false
+	return job.EncodeOutcome(&o)
 }
 
 // Cache is what both caches offer. Consumers define narrower interfaces

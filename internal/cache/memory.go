@@ -61,7 +61,8 @@ func (c *Memory) Get(_ context.Context, keys []job.Key) ([]*job.Outcome, error) 
 func (c *Memory) Put(_ context.Context, entries []Entry) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range entries {
+	for i := range entries {
+		e := &entries[i]
 		if !cacheable(e.Outcome) {
 			continue
 		}
@@ -74,9 +75,7 @@ func (c *Memory) Put(_ context.Context, entries []Entry) error {
 				}
 			}
 		}
-		o := *e.Outcome
-		o.Cached = false
-		c.m[e.Key] = job.EncodeOutcome(&o)
+		c.m[e.Key] = append([]byte(nil), e.value()...)
 	}
 	return nil
 }

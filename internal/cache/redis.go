@@ -110,13 +110,10 @@ func (r *Redis) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error)
 // a single server without a TTL, else a SET per key.
 func (r *Redis) Put(ctx context.Context, entries []Entry) error {
 	args := make([]any, 0, 2*len(entries))
-	for _, e := range entries {
-		if !cacheable(e.Outcome) {
-			continue
+	for i := range entries {
+		if e := &entries[i]; cacheable(e.Outcome) {
+			args = append(args, r.Key(e.Key), e.value())
 		}
-		o := *e.Outcome
-		o.Cached = false
-		args = append(args, r.Key(e.Key), job.EncodeOutcome(&o))
 	}
 	if len(args) == 0 {
 		return nil

@@ -73,7 +73,7 @@ func TestCacheGetPut(t *testing.T) {
 				t.Fatalf("MaxNodes 1 gave %s", og.Status)
 			}
 			o1.Cached = true // not stored
-			if err := tc.c.Put(ctx, []Entry{{k1, &o1}, {k3, &o3}, {kg, &og}}); err != nil {
+			if err := tc.c.Put(ctx, []Entry{{Key: k1, Outcome: &o1}, {Key: k3, Outcome: &o3}, {Key: kg, Outcome: &og}}); err != nil {
 				t.Fatal(err)
 			}
 			got, err := tc.c.Get(ctx, []job.Key{k1, k2, k3})
@@ -120,7 +120,7 @@ func TestCacheKeysAreTheUsersKeys(t *testing.T) {
 	testenv.CleanupPrefix(t, rdb, prefix)
 	c := NewRedis(rdb, RedisOptions{Prefix: prefix})
 	k, o := solved(t, p1, solver.Options{})
-	if err := c.Put(context.Background(), []Entry{{k, &o}}); err != nil {
+	if err := c.Put(context.Background(), []Entry{{Key: k, Outcome: &o}}); err != nil {
 		t.Fatal(err)
 	}
 	g, _ := solver.Parse(p1)
@@ -157,7 +157,7 @@ func TestMemoryBound(t *testing.T) {
 	for i := range 1000 {
 		var k job.Key
 		k[0], k[1] = byte(i), byte(i>>8)
-		if err := c.Put(context.Background(), []Entry{{k, &o}}); err != nil {
+		if err := c.Put(context.Background(), []Entry{{Key: k, Outcome: &o}}); err != nil {
 			t.Fatal(err)
 		}
 		if c.Len() > 100 {
@@ -197,7 +197,7 @@ func TestGuardOutage(t *testing.T) {
 	g := NewGuard(f, GuardOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), MaxBackoff: 50 * time.Millisecond,
 		OnError: func(string, error) { errs.Add(1) }})
 	k, o := solved(t, p1, solver.Options{})
-	g.Put(ctx, []Entry{{k, &o}})
+	g.Put(ctx, []Entry{{Key: k, Outcome: &o}})
 	if got := g.Get(ctx, []job.Key{k}); got == nil || got[0] == nil {
 		t.Fatalf("Get while up = %v", got)
 	}
@@ -207,7 +207,7 @@ func TestGuardOutage(t *testing.T) {
 		if got := g.Get(ctx, []job.Key{k}); got != nil {
 			t.Fatalf("Get while down = %v, want nil (misses)", got)
 		}
-		g.Put(ctx, []Entry{{k, &o}})
+		g.Put(ctx, []Entry{{Key: k, Outcome: &o}})
 	}
 	if down, since := g.Down(); !down || time.Since(since) > time.Minute {
 		t.Errorf("Down() = %v, %v while down", down, since)
@@ -246,11 +246,11 @@ func TestGuardWritesFailReadsGoOn(t *testing.T) {
 	ctx := context.Background()
 	mem := NewMemory(0)
 	k, o := solved(t, p1, solver.Options{})
-	_ = mem.Put(ctx, []Entry{{k, &o}})
+	_ = mem.Put(ctx, []Entry{{Key: k, Outcome: &o}})
 	f := &failing{Cache: mem}
 	g := NewGuard(&readOnly{f}, GuardOptions{Logger: slog.New(slog.DiscardHandler)})
 	for range 3 {
-		g.Put(ctx, []Entry{{k, &o}})
+		g.Put(ctx, []Entry{{Key: k, Outcome: &o}})
 	}
 	if got := g.Get(ctx, []job.Key{k}); got == nil || got[0] == nil {
 		t.Errorf("Get after failed writes = %v, want the hit", got)
