@@ -5,8 +5,10 @@
 //
 // The solver is a recursive backtracker over bitset candidates (one 27-bit
 // word per digit and band), with constraint propagation between guesses
-// (naked singles, hidden singles, locked candidates) and branching on the
-// most constrained cell. See solve.go for the details.
+// (naked and hidden singles, locked candidates, and the triad rules of
+// tdoku: a minirow or minicolumn holds exactly three digits) and branching
+// on the ways a digit can still sit in a band or stack, as tdoku does. See
+// solve.go for the details.
 package solver
 
 import (

@@ -61,11 +61,12 @@ type Result struct {
 	Status Status
 	// Solution is the solved grid when Status is Unique, Multiple or Solved.
 	Solution Grid
-	// Guesses counts the branch points: cells where propagation was stuck
-	// and the search had to try candidates in turn.
+	// Guesses counts the branch points: positions where propagation was
+	// stuck and the search had to try in turn the ways (configurations) a
+	// digit has left in a band or stack.
 	Guesses int64
 	// Nodes counts the positions the search propagated: the start plus one
-	// for each candidate tried at a branch point.
+	// for each configuration tried at a branch point.
 	Nodes int64
 }
 
@@ -620,7 +621,9 @@ func prevCol(y uint32) uint32 {
 }
 
 // search propagates s and, if it is neither solved nor contradictory,
-// branches on the cell with the fewest candidates.
+// branches on the configurations of one digit in one band or stack (see
+// branchChute). The last branch reuses s; the others work on a copy one
+// level down e.stack.
 func (e *engine) search(s *state, depth int) {
 	e.nodes++
 	if e.nodes > e.maxNodes && e.maxNodes >= 0 {
