@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,18 +39,22 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure the pipeline (NATS + a worker process + Redis) against solving in-process",
 		Long: `Solve FILE in this process (as solve --local) and through the queue, with
 one worker process started for the purpose, alternating, several times,
-and print puzzles/s of each and their ratio (medians). The queue runs use
-the configured NATS and Redis with their own stream, subjects and key
-prefix (removed afterwards), so nothing is cached at the start of a run.
+and print puzzles/s of each, their ratio, and where the CPU went (medians).
+The queue runs use the configured NATS and Redis with their own streams,
+subjects and key prefix (removed afterwards), and a fresh copy of FILE
+(digits relabelled) each time, so nothing is cached at the start of a run.
 
 For each batch size it reports:
-  solve      the job, from the first publish to the last result stored;
-  wait       the same plus reading every result back in input order
-             (what submit --wait does);
+  wait       submitting FILE and reading every result back in input order
+             (what submit --wait does), with the CPU microseconds per
+             puzzle of each process: the producer (this process), the
+             worker, and nats-server and redis-server when they run on
+             this host (found by their listening ports); plumbing is their
+             sum minus what solving in-process costs;
   cached     submitting the same file again: every puzzle a cache hit.
 
 Then the latency of get: a cached lookup, and get --solve of puzzles not
-in the cache (the interactive path through the worker), p50 and p99.`,
+in the cache (the workers' solve endpoint), p50 and p99.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var bs []int
@@ -61,48 +68,70 @@ in the cache (the interactive path through the worker), p50 and p99.`,
 			return runBench(cmd, args[0], bs, runs, getN)
 		},
 	}
-	cmd.Flags().StringVar(&sizes, "batch-sizes", "64,256,1024", "comma-separated puzzles per message to try")
+	cmd.Flags().StringVar(&sizes, "batch-sizes", "256,1024", "comma-separated puzzles per message to try")
 	cmd.Flags().IntVar(&runs, "runs", 3, "runs of each measurement (the median is reported)")
 	cmd.Flags().IntVar(&getN, "get", 200, "lookups of each kind for the get latency (0: skip)")
 	return cmd
 }
 
+// cpu is CPU time of the processes a pipeline run involves.
+type cpu struct {
+	producer, worker, nats, redis time.Duration
+}
+
+// benchRun is one measurement of one batch size.
+type benchRun struct {
+	local, wait, cached float64 // puzzles/s
+	localCPU            time.Duration
+	cpu                 cpu
+	n                   int
+}
+
 func runBench(cmd *cobra.Command, file string, sizes []int, runs, getN int) error {
-	ctx := cmd.Context()
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return usageErrorf("bench: %w", err)
 	}
 	out := cmd.OutOrStdout()
-	localRate := func() (float64, error) {
-		n := 0
-		start := time.Now()
-		err := local.Run(ctx, input.NewReader(bytes.NewReader(data)), func(result.Result) error { n++; return nil }, local.Options{})
-		return float64(n) / time.Since(start).Seconds(), err
-	}
-	fmt.Fprintf(out, "%-6s %-7s %12s %12s %7s\n", "batch", "phase", "pipeline/s", "local/s", "ratio")
+	natsPID, redisPID := serverPIDs(cmd)
+	fmt.Fprintf(out, "%-6s %-7s %11s %11s %6s | CPU us/puzzle: %6s %8s %6s %6s %6s | %8s\n",
+		"batch", "phase", "pipeline/s", "local/s", "ratio", "local", "producer", "worker", "nats", "redis", "plumbing")
 	for _, size := range sizes {
-		var solveR, waitR, cachedR, localR []float64
+		var rs []benchRun
 		for r := 0; r < runs; r++ {
-			l, err := localRate()
+			job := relabel(data, r)
+			br, err := benchOnce(cmd, job, size, natsPID, redisPID)
 			if err != nil {
 				return err
 			}
-			localR = append(localR, l)
-			s, w, c, err := benchPipeline(cmd, data, size)
-			if err != nil {
-				return err
+			rs = append(rs, br)
+		}
+		med := func(f func(*benchRun) float64) float64 {
+			xs := make([]float64, len(rs))
+			for i := range rs {
+				xs[i] = f(&rs[i])
 			}
-			solveR, waitR, cachedR = append(solveR, s), append(waitR, w), append(cachedR, c)
+			return median(xs)
 		}
-		l := median(localR)
-		for _, ph := range []struct {
-			name  string
-			rates []float64
-		}{{"solve", solveR}, {"wait", waitR}, {"cached", cachedR}} {
-			p := median(ph.rates)
-			fmt.Fprintf(out, "%-6d %-7s %12.0f %12.0f %7.2f\n", size, ph.name, p, l, p/l)
+		us := func(f func(*benchRun) time.Duration) float64 {
+			return med(func(r *benchRun) float64 { return float64(f(r).Microseconds()) / float64(r.n) })
 		}
+		l := med(func(r *benchRun) float64 { return r.local })
+		lc := us(func(r *benchRun) time.Duration { return r.localCPU })
+		p, w := us(func(r *benchRun) time.Duration { return r.cpu.producer }), us(func(r *benchRun) time.Duration { return r.cpu.worker })
+		na, re := us(func(r *benchRun) time.Duration { return r.cpu.nats }), us(func(r *benchRun) time.Duration { return r.cpu.redis })
+		plumbing := med(func(r *benchRun) float64 {
+			c := r.cpu.producer + r.cpu.worker + r.cpu.nats + r.cpu.redis - r.localCPU
+			return float64(c.Microseconds()) / float64(r.n)
+		})
+		wt := med(func(r *benchRun) float64 { return r.wait })
+		ct := med(func(r *benchRun) float64 { return r.cached })
+		fmt.Fprintf(out, "%-6d %-7s %11.0f %11.0f %6.2f | %20.1f %8.1f %6.1f %6s %6s | %8.1f\n", size, "wait", wt, l, wt/l,
+			lc, p, w, orNA(na, natsPID), orNA(re, redisPID), plumbing)
+		fmt.Fprintf(out, "%-6d %-7s %11.0f %11.0f %6.2f |\n", size, "cached", ct, l, ct/l)
+	}
+	if natsPID == 0 || redisPID == 0 {
+		fmt.Fprintln(out, "(n/a: the server does not run on this host, or its process is not visible)")
 	}
 	if getN > 0 {
 		return benchGet(cmd, data, getN)
@@ -110,50 +139,205 @@ func runBench(cmd *cobra.Command, file string, sizes []int, runs, getN int) erro
 	return nil
 }
 
-// benchGet measures get: n cached lookups and n interactive solves of
-// puzzles from data (relabelled, so none is cached).
+func orNA(v float64, pid int) string {
+	if pid == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// relabel returns data with its digits relabelled by a permutation that
+// depends on r: the same puzzles, none of them cached.
+func relabel(data []byte, r int) []byte {
+	perm := []byte("123456789")
+	for i := range perm {
+		j := (i*7 + r*5 + 3) % 9
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	out := make([]byte, len(data))
+	for i, c := range data {
+		if c >= '1' && c <= '9' {
+			c = perm[c-'1']
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// benchOnce measures one batch size: data solved in-process, then through
+// the queue with a fresh stream, key prefix and worker process.
+func benchOnce(cmd *cobra.Command, data []byte, size, natsPID, redisPID int) (benchRun, error) {
+	ctx := cmd.Context()
+	var br benchRun
+	c0, start := selfCPU(), time.Now()
+	err := local.Run(ctx, input.NewReader(bytes.NewReader(data)), func(result.Result) error { br.n++; return nil }, local.Options{})
+	if err != nil {
+		return br, err
+	}
+	br.local, br.localCPU = float64(br.n)/time.Since(start).Seconds(), selfCPU()-c0
+
+	cfg, conn, wpid, stop, err := benchConn(cmd, size)
+	if err != nil {
+		return br, err
+	}
+	defer stop()
+	p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, discardLogger(), false, false))
+	run := func() (float64, error) {
+		start := time.Now()
+		sub, err := p.Submit(ctx, input.NewReader(bytes.NewReader(data)))
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		if _, err := producer.Follow(ctx, conn.Queue, sub.ID, func(result.Result) error { n++; return nil },
+			producer.FollowOptions{Logger: discardLogger()}); err != nil {
+			return 0, err
+		}
+		return float64(n) / time.Since(start).Seconds(), nil
+	}
+	before := snapshot(wpid, natsPID, redisPID)
+	if br.wait, err = run(); err != nil {
+		return br, err
+	}
+	br.cpu = snapshot(wpid, natsPID, redisPID).minus(before)
+	br.cached, err = run()
+	return br, err
+}
+
+// snapshot reads the CPU time of this process and the others so far.
+func snapshot(worker, nats, redis int) cpu {
+	return cpu{producer: selfCPU(), worker: procCPU(worker), nats: procCPU(nats), redis: procCPU(redis)}
+}
+
+func (c cpu) minus(d cpu) cpu {
+	return cpu{c.producer - d.producer, c.worker - d.worker, c.nats - d.nats, c.redis - d.redis}
+}
+
+// selfCPU returns the CPU time (user + system) of this process.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU returns the CPU time (user + system) of process pid, from
+// /proc; 0 when it cannot be read.
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 14th and 15th fields of the line.
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(u+st) * time.Second / hz
+}
+
+// serverPIDs finds the processes listening on the NATS and Redis
+// addresses of the configuration, when they run on this host.
+func serverPIDs(cmd *cobra.Command) (natsPID, redisPID int) {
+	cfg, _, err := loadConfig(cmd)
+	if err != nil {
+		return 0, 0
+	}
+	port := func(addr string) int {
+		addr = strings.TrimPrefix(strings.TrimPrefix(addr, "nats://"), "tls://")
+		if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+			p, _ := strconv.Atoi(addr[i+1:])
+			return p
+		}
+		return 0
+	}
+	nurl := strings.Split(cfg.NATS.URL, ",")[0]
+	if len(cfg.Redis.Addrs) > 0 {
+		redisPID = listenerPID(port(cfg.Redis.Addrs[0]))
+	}
+	return listenerPID(port(nurl)), redisPID
+}
+
+// listenerPID returns the process listening on TCP port on this host, from
+// /proc/net/tcp{,6} and the processes' sockets; 0 when none is found.
+func listenerPID(port int) int {
+	if port == 0 {
+		return 0
+	}
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			// local_address is "IP:PORT" in hex; state 0A is LISTEN.
+			if len(fs) > 9 && fs[3] == "0A" && strings.HasSuffix(fs[1], fmt.Sprintf(":%04X", port)) {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+		fh.Close()
+	}
+	if len(inodes) == 0 {
+		return 0
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/fd")
+	for _, fd := range procs {
+		links, _ := os.ReadDir(fd)
+		for _, l := range links {
+			if target, err := os.Readlink(filepath.Join(fd, l.Name())); err == nil && inodes[target] {
+				pid, _ := strconv.Atoi(strings.Split(fd, "/")[2])
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// benchGet measures get: n cached lookups and n solves of puzzles from
+// data (relabelled, so none is cached) on the workers' solve endpoint.
 func benchGet(cmd *cobra.Command, data []byte, n int) error {
 	ctx := cmd.Context()
-	cfg, conn, stop, err := benchConn(cmd, 256)
+	_, conn, _, stop, err := benchConn(cmd, 256)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	var ps []string
-	in := input.NewReader(bytes.NewReader(data))
+	var ps []solver.Grid
+	in := input.NewReader(bytes.NewReader(relabel(data, 7)))
 	for len(ps) < n {
 		it, err := in.Next()
 		if err != nil {
 			break
 		}
 		if g, err := solver.Parse(it.Text); err == nil {
-			// Swap two digits: a puzzle the cache has not seen.
-			for i, v := range g {
-				switch v {
-				case 1:
-					g[i] = 2
-				case 2:
-					g[i] = 1
-				}
-			}
-			ps = append(ps, g.String())
+			ps = append(ps, g)
 		}
 	}
-	_ = cfg
 	var solveLat, getLat []float64
-	for _, p := range ps {
+	for i := range ps {
 		t0 := time.Now()
-		if _, err := SolveInteractive(ctx, conn, p); err != nil {
+		if _, err := SolveInteractive(ctx, conn, ps[i].String()); err != nil {
 			return err
 		}
 		solveLat = append(solveLat, float64(time.Since(t0).Microseconds())/1000)
 	}
-	for _, p := range ps {
-		g, _ := solver.Parse(p)
+	for i := range ps {
 		t0 := time.Now()
-		rs, ok := conn.Cache.Lookup(ctx, []job.Key{job.KeyOf(&g)})
+		rs, ok := conn.Cache.Lookup(ctx, []job.Key{job.KeyOf(&ps[i])})
 		if !ok || rs[0] == nil {
-			return fmt.Errorf("bench: cached lookup of %s: not found (is Redis up?)", p)
+			return fmt.Errorf("bench: cached lookup of %s: not found (is Redis up?)", ps[i].String())
 		}
 		getLat = append(getLat, float64(time.Since(t0).Microseconds())/1000)
 	}
@@ -169,44 +353,12 @@ func quantile(xs []float64, q float64) float64 {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// benchPipeline runs one job of data through a fresh stream and key prefix
-// with one worker process, and returns the rates of the phases.
-func benchPipeline(cmd *cobra.Command, data []byte, size int) (solveRate, waitRate, cachedRate float64, err error) {
-	ctx := cmd.Context()
-	cfg, conn, stop, err := benchConn(cmd, size)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer stop()
-
-	p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, discardLogger(), false, false))
-	run := func() (float64, float64, error) {
-		start := time.Now()
-		sub, err := p.Submit(ctx, input.NewReader(bytes.NewReader(data)))
-		if err != nil {
-			return 0, 0, err
-		}
-		published := time.Since(start)
-		n := 0
-		if _, err := producer.Follow(ctx, conn.Queue, sub.ID, func(result.Result) error { n++; return nil },
-			producer.FollowOptions{Logger: discardLogger()}); err != nil {
-			return 0, 0, err
-		}
-		return float64(n) / published.Seconds(), float64(n) / time.Since(start).Seconds(), nil
-	}
-	if solveRate, waitRate, err = run(); err != nil {
-		return 0, 0, 0, err
-	}
-	_, cachedRate, err = run()
-	return solveRate, waitRate, cachedRate, err
-}
-
-// benchConn connects with a stream and key prefix of its own and starts a
-// worker process on them; stop stops the worker and removes everything.
-func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, func(), error) {
+// benchConn connects with streams and a key prefix of their own and starts
+// a worker process on them; stop stops the worker and removes everything.
+func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, int, func(), error) {
 	cfg, _, err := loadConfig(cmd)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, 0, nil, err
 	}
 	name := "BENCH_" + strings.ToUpper(job.NewID()[:10])
 	cfg.Queue.Stream, cfg.Queue.DLQStream = name, name+"_DLQ"
@@ -215,21 +367,20 @@ func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, func(),
 	cfg.Redis.KeyPrefix = strings.ToLower(name) + ":"
 	conn, err := app.Open(cmd.Context(), cfg, app.OpenOptions{}, discardLogger())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, 0, nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		conn.Close()
-		return nil, nil, nil, err
+		return nil, nil, 0, nil, err
 	}
 	wk := exec.Command(exe, "worker", "--log-level", "warn")
 	wk.Env = append(os.Environ(), configEnv(cfg)...)
 	wk.Stderr = cmd.ErrOrStderr()
 	if err := wk.Start(); err != nil {
 		conn.Close()
-		return nil, nil, nil, err
+		return nil, nil, 0, nil, err
 	}
-	time.Sleep(300 * time.Millisecond) // let it subscribe
 	stop := func() {
 		_ = wk.Process.Signal(os.Interrupt)
 		_ = wk.Wait()
@@ -237,7 +388,21 @@ func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, func(),
 		deleteKeys(cfg)
 		conn.Close()
 	}
-	return cfg, conn, stop, nil
+	// Wait until it answers on its solve endpoint: pulling and serving.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(cmd.Context(), 500*time.Millisecond)
+		_, err := producer.Solve(pctx, conn.NC, conn.Queue.Opts, strings.Repeat(".", 81), true)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, 0, nil, fmt.Errorf("bench: the worker process did not start: %w", err)
+		}
+	}
+	return cfg, conn, wk.Process.Pid, stop, nil
 }
 
 // configEnv renders the queue and Redis settings a worker process needs.
