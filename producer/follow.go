@@ -84,7 +84,7 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 		opts.Logger = slog.Default()
 	}
 	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts,
-		pending: map[uint64]*job.Batch{}, present: map[uint64]bool{}, counts: job.Counts{}}
+		pending: map[uint64]*pendingBatch{}, present: map[uint64]bool{}, counts: job.Counts{}}
 	if err := f.readRecord(ctx); err != nil {
 		return f.rec, err
 	}
@@ -106,9 +106,9 @@ type follower struct {
 	rev       uint64
 	next      uint64                // the next batch to pass on
 	nextItem  uint64                // its first item
-	pending   map[uint64]*job.Batch // later batches, checked, in memory
+	pending   map[uint64]*pendingBatch // later batches, checked, in memory
 	present   map[uint64]bool       // later batches beyond the window: read again
-	ring      outcomeRing           // the outcomes of the last RepeatWindow items
+	recent    recentBatches         // the results messages of the last RepeatWindow items
 	manifest  job.Manifest          // the manifest chunk last read
 	counts    job.Counts
 	lines     int64
@@ -278,8 +278,15 @@ func (f *follower) take(ctx context.Context, subject string, data []byte) error 
 	if b == nil {
 		return nil
 	}
-	f.pending[index] = b
+	f.pending[index] = &pendingBatch{b, data}
 	return f.drain()
+}
+
+// pendingBatch is a checked results batch waiting for its turn, and the
+// message it was decoded from.
+type pendingBatch struct {
+	*job.Batch
+	data []byte
 }
 
 // fetch reads batch index's results again, by subject.
@@ -300,7 +307,7 @@ func (f *follower) fetch(ctx context.Context, index uint64) error {
 	if err != nil || b == nil {
 		return err
 	}
-	f.pending[index] = b
+	f.pending[index] = &pendingBatch{b, rm.Data}
 	return f.drain()
 }
 
@@ -381,17 +388,15 @@ func (f *follower) drain() error {
 		if b.First != f.nextItem {
 			return fmt.Errorf("job %s: batch %d starts at item %d, want %d", f.id, b.Index, b.First, f.nextItem)
 		}
+		f.recent.push(b)
 		for i := range b.Items {
 			it := &b.Items[i]
 			o := &it.Outcome
-			item := b.First + uint64(i)
 			if it.Kind == job.Repeat {
 				var ok bool
-				if *o, ok = f.ring.get(item - it.Back); !ok {
+				if *o, ok = f.recent.outcome(b.First + uint64(i) - it.Back); !ok {
 					return fmt.Errorf("job %s: line %d repeats an item the reader does not have", f.id, it.Line)
 				}
-			} else {
-				f.ring.put(item, o)
 			}
 			var r result.Result
 			if f.opts.Full {
@@ -457,67 +462,58 @@ func subjectIndex(subject string) (uint64, bool) {
 	return n, err == nil
 }
 
-// outcomeRing holds the outcomes of the last job.RepeatWindow items, for
-// Repeat items to refer to, each in its compact form in a slot of
-// ringSlot bytes: one allocation without pointers, that the garbage
-// collector need not scan. It grows with the job up to its full size, so
-// a small job keeps a small ring. The rare outcomes whose compact form
-// does not fit (a gave_up with its error) are kept whole on the side.
-type outcomeRing struct {
-	slots []byte
-	items []uint64 // item index + 1 of each slot; 0 for none
-	big   map[uint64]job.Outcome
+// recentBatches keeps the results messages that hold the last
+// job.RepeatWindow items passed on, as received (one allocation each, no
+// pointers inside), so that a Repeat item finds its first occurrence's
+// outcome by decoding that message again. Repeats are rare; passing on a
+// batch costs nothing more than keeping its message.
+type recentBatches struct {
+	bs []recentBatch // in order, consecutive
+	// last is the batch decoded last for a repeat, kept for the next.
+	last *job.Batch
 }
 
-// ringSlot fits the compact form of every outcome but gave_up and
-// invalid: status, guesses (up to 10 bytes), givens mask and solution.
-const ringSlot = 64
+type recentBatch struct {
+	first uint64
+	n     int
+	data  []byte
+}
 
-func (r *outcomeRing) put(item uint64, o *job.Outcome) {
-	for item >= uint64(len(r.items)) && len(r.items) < job.RepeatWindow {
-		r.grow()
+// push adds b (the next batch) and forgets the batches that fall out of
+// the window.
+func (r *recentBatches) push(b *pendingBatch) {
+	r.bs = append(r.bs, recentBatch{first: b.First, n: len(b.Items), data: b.data})
+	drop := 0
+	for drop < len(r.bs)-1 && r.bs[drop].first+uint64(r.bs[drop].n)+job.RepeatWindow <= b.First {
+		drop++
 	}
-	slot := item & uint64(len(r.items)-1)
-	if old := r.items[slot]; old != 0 && r.big != nil {
-		delete(r.big, old-1)
+	if drop > 0 {
+		n := copy(r.bs, r.bs[drop:])
+		clear(r.bs[n:])
+		r.bs = r.bs[:n]
 	}
-	r.items[slot] = item + 1
-	if o.Status == result.StatusGaveUp || o.Status == result.StatusInvalid {
-		if r.big == nil {
-			r.big = map[uint64]job.Outcome{}
+}
+
+// outcome returns the outcome of item, or false when it is not held (a
+// Repeat's target is never itself a Repeat).
+func (r *recentBatches) outcome(item uint64) (job.Outcome, bool) {
+	for i := len(r.bs) - 1; i >= 0; i-- {
+		rb := r.bs[i]
+		if item < rb.first {
+			continue
 		}
-		r.big[item] = *o
-		return
-	}
-	job.AppendOutcome(r.slots[slot*ringSlot:slot*ringSlot:(slot+1)*ringSlot], o)
-}
-
-func (r *outcomeRing) get(item uint64) (job.Outcome, bool) {
-	if len(r.items) == 0 {
-		return job.Outcome{}, false
-	}
-	slot := item & uint64(len(r.items)-1)
-	if r.items[slot] != item+1 {
-		return job.Outcome{}, false
-	}
-	if o, ok := r.big[item]; ok {
-		return o, true
-	}
-	o, err := job.DecodeOutcomePrefix(r.slots[slot*ringSlot : (slot+1)*ringSlot])
-	return o, err == nil
-}
-
-// grow doubles the ring (its size stays a power of two), keeping what it
-// holds.
-func (r *outcomeRing) grow() {
-	n := max(1024, 2*len(r.items))
-	slots, items := make([]byte, n*ringSlot), make([]uint64, n)
-	for i, v := range r.items {
-		if v != 0 {
-			j := (v - 1) & uint64(n-1)
-			copy(slots[j*ringSlot:(j+1)*ringSlot], r.slots[i*ringSlot:(i+1)*ringSlot])
-			items[j] = v
+		if item-rb.first >= uint64(rb.n) {
+			return job.Outcome{}, false
 		}
+		if r.last == nil || r.last.First != rb.first {
+			b, err := job.DecodeResults(rb.data)
+			if err != nil {
+				return job.Outcome{}, false
+			}
+			r.last = &b
+		}
+		it := &r.last.Items[item-rb.first]
+		return it.Outcome, it.Kind == job.Known
 	}
-	r.slots, r.items = slots, items
+	return job.Outcome{}, false
 }

@@ -600,7 +600,7 @@ func TestStaleProducerFailsTheJob(t *testing.T) {
 	}
 }
 
-func TestOutcomeRing(t *testing.T) {
+func TestRecentBatches(t *testing.T) {
 	p := testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)[0]
 	g, _ := solver.Parse(p)
 	var sv solver.Solver
@@ -608,24 +608,37 @@ func TestOutcomeRing(t *testing.T) {
 	unique := job.FromSolve(&g, r, err)
 	r, err = sv.Solve(context.Background(), &g, solver.Options{MaxNodes: 1})
 	gaveUp := job.FromSolve(&g, r, err)
-	none := job.Outcome{Status: result.StatusNone, Guesses: 1 << 40, Puzzle: g}
-	os := []job.Outcome{unique, gaveUp, none}
-	var ring outcomeRing
-	for item := uint64(0); item < 3*job.RepeatWindow; item++ {
-		ring.put(item, &os[item%3])
-		if item < job.RepeatWindow {
+	outcome := func(item uint64) job.Outcome {
+		if item%3 == 0 {
+			return gaveUp
+		}
+		o := unique
+		o.Guesses = int64(item)
+		return o
+	}
+	const size = 1000
+	var rb recentBatches
+	for first := uint64(0); first < 3*job.RepeatWindow; first += size {
+		b := &job.Batch{Job: "j", Index: first / size, First: first}
+		for i := range uint64(size) {
+			b.Items = append(b.Items, job.Item{Line: int(first + i + 1), Kind: job.Known, Outcome: outcome(first + i)})
+		}
+		rb.push(&pendingBatch{b, b.AppendResults(nil)})
+		end := first + size
+		if end < job.RepeatWindow {
 			continue
 		}
-		back := item - job.RepeatWindow + 1 // the oldest item in the window
-		got, ok := ring.get(back)
-		if want := os[back%3]; !ok || got != want {
-			t.Fatalf("item %d: get(%d) = %+v, %v; want %+v", item, back, got, ok, want)
+		for _, item := range []uint64{end - 1, end - job.RepeatWindow, end - job.RepeatWindow/2} {
+			got, ok := rb.outcome(item)
+			if !ok || got != outcome(item) {
+				t.Fatalf("after batch %d: outcome(%d) = %+v, %v; want %+v", b.Index, item, got, ok, outcome(item))
+			}
 		}
-		if _, ok := ring.get(back - 1); ok {
-			t.Fatalf("item %d: an item past the window was kept", item)
+		if len(rb.bs) > job.RepeatWindow/size+2 {
+			t.Fatalf("%d batches kept for a window of %d items of batches of %d", len(rb.bs), job.RepeatWindow, size)
 		}
 	}
-	if len(ring.big) > job.RepeatWindow/3+1 {
-		t.Errorf("%d outcomes kept on the side, want those in the window only", len(ring.big))
+	if _, ok := rb.outcome(0); ok {
+		t.Error("an item long out of the window was found")
 	}
 }
