@@ -104,12 +104,12 @@ type follower struct {
 
 	rec       job.Record
 	rev       uint64
-	next      uint64                // the next batch to pass on
-	nextItem  uint64                // its first item
+	next      uint64                   // the next batch to pass on
+	nextItem  uint64                   // its first item
 	pending   map[uint64]*pendingBatch // later batches, checked, in memory
-	present   map[uint64]bool       // later batches beyond the window: read again
-	recent    recentBatches         // the results messages of the last RepeatWindow items
-	manifest  job.Manifest          // the manifest chunk last read
+	present   map[uint64]bool          // later batches beyond the window: read again
+	recent    recentBatches            // the results messages of the last RepeatWindow items
+	manifest  job.Manifest             // the manifest chunk last read
 	counts    job.Counts
 	lines     int64
 	waiting   string
