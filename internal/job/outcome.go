@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -311,8 +312,9 @@ func (d *decoder) outcome() Outcome {
 			return o
 		}
 		o.Solution = sol
-		for i := range o.Puzzle {
-			if mask[i>>3]&(1<<(i&7)) != 0 {
+		for j, m := range mask {
+			for ; m != 0; m &= m - 1 {
+				i := 8*j + bits.TrailingZeros8(m)
 				o.Puzzle[i] = sol[i]
 			}
 		}
