@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 )
@@ -31,6 +32,7 @@ func newDLQCmd() *cobra.Command {
 publishes each again, as it was, to its original subject, and deletes it
 from the dead-letter stream.`,
 	}
+	config.AddKeyFlags(cmd.PersistentFlags(), keyNATSURL)
 	cmd.AddCommand(newDLQListCmd(), newDLQReplayCmd())
 	return cmd
 }

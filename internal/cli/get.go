@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -89,6 +90,8 @@ and the answer awaited.`,
 	cmd.Flags().BoolVar(&solve, "solve", false, "when not cached, have a worker solve it and wait")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "with --solve, how long to wait for a worker")
 	cmd.Flags().StringVar(&format, "format", string(result.Text), "output `format`: text or jsonl")
+	config.AddKeyFlags(cmd.Flags(), keyRedisAddrs, keyNATSURL)
+	cmd.Flags().Lookup(config.FlagName(keyNATSURL)).Usage = "with --solve, NATS server `URLs`, comma-separated ($SUDOKU_NATS_URL)"
 	return cmd
 }
 

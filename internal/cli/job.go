@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -26,6 +27,7 @@ func newJobCmd() *cobra.Command {
 results stream) until job.result_ttl passes or 'sudoku job rm' removes
 them; these commands need NATS only.`,
 	}
+	config.AddKeyFlags(cmd.PersistentFlags(), keyNATSURL)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status ID",
 		Short: "Print a job's progress and counts by status",
@@ -67,6 +69,7 @@ kept.`,
 		},
 	}
 	of.add(wait)
+	config.AddKeyFlags(wait.Flags(), keyWaitTimeout)
 	cmd.AddCommand(wait)
 	var limit int
 	list := &cobra.Command{

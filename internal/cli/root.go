@@ -5,10 +5,12 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,10 +44,13 @@ workers that cache their results in Redis.`,
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	// Children inherit this: every bad flag is a usage error (exit 2).
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: ExitUsage, err: err}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: ExitUsage, err: flagHint(cmd, err)}
 	})
-	config.AddFlags(root.PersistentFlags())
+	// Every command has --config, --log-level and --log-format; each
+	// defines the flags of the other keys it uses (config.AddKeyFlags),
+	// so that its help lists no flag that does nothing there.
+	config.AddGlobalFlags(root.PersistentFlags())
 	// A CPU profile of the whole command, for tuning; hidden from help.
 	root.PersistentFlags().String("cpuprofile", "", "write a CPU profile to `FILE`")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
@@ -65,7 +70,39 @@ workers that cache their results in Redis.`,
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())
 	}
+	for _, c := range root.Commands() {
+		// bench does not define the flags of the services it measures;
+		// until it does, it gets them here.
+		if c.Name() == "bench" && c.Flags().Lookup("nats-url") == nil {
+			config.AddKeyFlags(c.Flags(), keyNATSURL, keyRedisAddrs)
+		}
+	}
 	return root
+}
+
+// The configuration keys whose flags commands define (config.AddKeyFlags):
+// each command those of the services and settings it uses.
+const (
+	keyNATSURL           = "nats.url"           // --nats-url: commands that connect to NATS
+	keyRedisAddrs        = "redis.addrs"        // --redis-addrs: commands that use the Redis cache
+	keyBatchSize         = "queue.batch_size"   // --queue-batch-size: commands that submit jobs
+	keyWorkerConcurrency = "worker.concurrency" // --worker-concurrency: commands that run a worker pool
+	keyMetricsAddr       = "metrics.addr"       // --metrics-addr: the worker's endpoints
+	keyWaitTimeout       = "job.wait_timeout"   // --job-wait-timeout: commands that wait for a job
+)
+
+// flagHint adds to pflag's "unknown flag: --nats-url" that the flag is a
+// setting this command does not use, when it is one.
+func flagHint(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	key, ok := config.KeyOfFlag(name)
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("%w ('%s' does not use %s)", err, cmd.CommandPath(), key)
 }
 
 // Execute runs the sudoku command line on the process's arguments and

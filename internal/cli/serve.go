@@ -89,5 +89,10 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 	cmd.Flags().StringVar(&addr, "addr", config.Default().Serve.Addr, "listen on this `host:port` (serve.addr, $SUDOKU_SERVE_ADDR)")
 	cmd.Flags().BoolVar(&embedded, "embedded", false, "run alone: embedded NATS, in-process workers, Redis or memory")
 	cmd.Flags().StringSliceVar(&cors, "cors-origin", nil, "allow browser calls from these `origins` (\"*\": any); default: CORS off")
+	config.AddKeyFlags(cmd.Flags(), keyNATSURL, keyRedisAddrs, keyBatchSize, keyWorkerConcurrency)
+	nats := cmd.Flags().Lookup(config.FlagName(keyNATSURL))
+	nats.Usage = "without --embedded, " + nats.Usage
+	workers := cmd.Flags().Lookup(config.FlagName(keyWorkerConcurrency))
+	workers.Usage = "with --embedded, " + workers.Usage
 	return cmd
 }

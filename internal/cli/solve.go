@@ -102,6 +102,11 @@ worker.concurrency, and a flag given on the command line wins.`,
 		},
 	}
 	f.addFlags(cmd.Flags())
+	config.AddKeyFlags(cmd.Flags(), keyRedisAddrs, keyBatchSize)
+	for _, key := range []string{keyRedisAddrs, keyBatchSize} {
+		fl := cmd.Flags().Lookup(config.FlagName(key))
+		fl.Usage = "without --local, " + fl.Usage
+	}
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
@@ -72,6 +73,9 @@ the job keeps running: 'sudoku job wait ID' collects it later.`,
 		},
 	}
 	of.add(cmd)
+	config.AddKeyFlags(cmd.Flags(), keyNATSURL, keyRedisAddrs, keyBatchSize, keyWaitTimeout)
+	cmd.Flags().Lookup(config.FlagName(keyWaitTimeout)).Usage = "with --wait, stop waiting after this `duration` (the job goes on; " +
+		"resume with 'sudoku job wait'); 0: as long as it takes ($SUDOKU_JOB_WAIT_TIMEOUT)"
 	cmd.Flags().BoolVarP(&wait, "wait", "w", false, "wait for the results and write them in input order")
 	cmd.Flags().BoolVar(&force, "force", false, "solve every puzzle again, even those in the cache")
 	cmd.Flags().BoolVar(&first, "first", false, "stop at the first solution of each puzzle instead of proving it unique")

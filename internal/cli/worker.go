@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
@@ -94,6 +95,7 @@ closes its connections and exits 0.`,
 			return err
 		},
 	}
+	config.AddKeyFlags(cmd.Flags(), keyNATSURL, keyRedisAddrs, keyWorkerConcurrency, keyMetricsAddr)
 	cmd.AddCommand(newWorkerHealthCmd())
 	return cmd
 }
@@ -150,6 +152,8 @@ container image, which has no curl or wget.`,
 		},
 	}
 	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz (NATS connected) instead of /healthz")
+	config.AddKeyFlags(cmd.Flags(), keyMetricsAddr)
+	cmd.Flags().Lookup(config.FlagName(keyMetricsAddr)).Usage = "the worker's `host:port` to probe ($SUDOKU_METRICS_ADDR)"
 	return cmd
 }
 

@@ -5,10 +5,12 @@
 // Every setting has a key (for example "queue.batch_size"), a default, an
 // environment variable (SUDOKU_ + the key in upper case with '.' as '_':
 // SUDOKU_QUEUE_BATCH_SIZE) and an entry in the documented reference file
-// configs/sudoku.yaml. A few common settings also have a flag (see
-// AddFlags); flag names are the keys with '.' and '_' as '-'
-// (--queue-batch-size). Precedence, highest first: flags, environment,
-// configuration file, defaults.
+// configs/sudoku.yaml. Any key but a secret can also be a flag, named
+// after the key with '.' and '_' as '-' (--queue-batch-size): every
+// command has the flags of AddGlobalFlags (--config, --log-level,
+// --log-format), and each defines with AddKeyFlags those of the keys it
+// uses. Precedence, highest first: flags, environment, configuration file,
+// defaults.
 //
 // Secrets (nats.password, nats.token, redis.password, serve.token) are
 // never taken from flags, which other users can read from the process
@@ -354,7 +356,9 @@ func (t TLSConfig) On() bool {
 }
 
 // ClientConfig returns the *tls.Config these settings describe, reading
-// the files, or nil when TLS is off (see On). Its errors name the file.
+// the files, or nil when TLS is off (see On). Its errors name the file
+// by its key within the section (ca_file, cert_file, key_file): the caller
+// adds the section ("nats.tls: ").
 func (t TLSConfig) ClientConfig() (*tls.Config, error) {
 	if !t.On() {
 		return nil, nil
@@ -366,18 +370,18 @@ func (t TLSConfig) ClientConfig() (*tls.Config, error) {
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("config: tls ca_file: %w", err)
+			return nil, fmt.Errorf("ca_file %q: %w", t.CAFile, pathless(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("config: tls ca_file %q: no PEM certificate in it", t.CAFile)
+			return nil, fmt.Errorf("ca_file %q: no PEM certificate in it", t.CAFile)
 		}
 		conf.RootCAs = pool
 	}
 	if t.CertFile != "" || t.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("config: tls cert_file %q, key_file %q: %w", t.CertFile, t.KeyFile, err)
+			return nil, fmt.Errorf("cert_file %q, key_file %q: %w", t.CertFile, t.KeyFile, pathless(err))
 		}
 		conf.Certificates = []tls.Certificate{cert}
 	}

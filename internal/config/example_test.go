@@ -10,11 +10,13 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 )
 
-// A command defines the common flags, parses its command line and loads
-// the configuration: flags beat the environment, which beats the file.
+// A command defines the global flags and those of the keys it uses,
+// parses its command line and loads the configuration: flags beat the
+// environment, which beats the file.
 func ExampleLoad() {
 	fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
-	config.AddFlags(fs)
+	config.AddGlobalFlags(fs)
+	config.AddKeyFlags(fs, "nats.url", "redis.addrs", "worker.concurrency")
 	_ = fs.Parse([]string{"--worker-concurrency", "4"})
 
 	env := map[string]string{

@@ -93,6 +93,21 @@ func flagName(key string) string {
 	return strings.NewReplacer(".", "-", "_", "-").Replace(key)
 }
 
+// FlagName returns the name of the flag of key, as AddKeyFlags defines
+// it and Load reads it: "queue.batch_size" -> "queue-batch-size".
+func FlagName(key string) string { return flagName(key) }
+
+// KeyOfFlag returns the key whose flag is named name ("nats-url" ->
+// "nats.url"), or false when no key has a flag of that name.
+func KeyOfFlag(name string) (string, bool) {
+	for i := range fields {
+		if flagName(fields[i].key) == name {
+			return fields[i].key, true
+		}
+	}
+	return "", false
+}
+
 // get returns the value of f in c.
 func (f *field) get(c *Config) reflect.Value {
 	return reflect.ValueOf(c).Elem().FieldByIndex(f.index)

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"reflect"
@@ -22,7 +23,7 @@ const EnvPrefix = "SUDOKU_"
 // when LoadOptions.File and the --config flag are empty.
 const EnvConfig = EnvPrefix + "CONFIG"
 
-// FlagConfig is the name of the flag, defined by AddFlags, naming the
+// FlagConfig is the name of the flag, defined by AddGlobalFlags, naming the
 // configuration file.
 const FlagConfig = "config"
 
@@ -33,7 +34,7 @@ type LoadOptions struct {
 	// are empty, no file is read. A named file must exist.
 	File string
 	// Flags are the command line's flags; those named after a key
-	// (--nats-url for nats.url, see AddFlags) and set on the command line
+	// (--nats-url for nats.url, see AddKeyFlags) and set on the command line
 	// override the environment and the file. Flags may be nil.
 	Flags *pflag.FlagSet
 	// Env looks up an environment variable; nil means os.LookupEnv.
@@ -183,11 +184,11 @@ func Load(opts LoadOptions) (*Config, error) {
 func readFile(v *viper.Viper, path string) (errs []error, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config file %s: %w", path, pathless(err))
 	}
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	if doc == nil { // empty, or only comments
 		return nil, nil
@@ -197,14 +198,25 @@ func readFile(v *viper.Viper, path string) (errs []error, err error) {
 	// a password file by mistake), and its keys need checking anyway.
 	top, ok := toMap(doc)
 	if !ok {
-		return nil, fmt.Errorf("config: %s: the file must hold a mapping of keys to values", path)
+		return nil, fmt.Errorf("config file %s: the file must hold a mapping of keys to values", path)
 	}
 	clean := checkKeys(top, "", path, &errs)
 	sortErrors(errs)
 	if err := v.MergeConfigMap(clean); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	return errs, nil
+}
+
+// pathless returns the cause of a *fs.PathError ("no such file or
+// directory"), for a message that names the file itself; other errors
+// are returned as they are.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // checkKeys returns the entries of m, a mapping of the file at the keys
@@ -519,22 +531,73 @@ func formatRaw(raw any) string {
 	return s
 }
 
-// AddFlags defines on fs the flags of the most used settings, with their
-// defaults and help: --config, --nats-url, --redis-addrs,
-// --queue-batch-size, --worker-concurrency, --metrics-addr, --log-level
-// and --log-format. Every other key is settable through the environment
-// and the file; a command may define more flags, named after their keys
-// (see LoadOptions.Flags), except for secrets, which Load refuses as
-// flags. AddFlags panics, like pflag, if one of the flags is already
-// defined on fs.
-func AddFlags(fs *pflag.FlagSet) {
-	d := Default()
+// flagUsage is the help of the flags AddKeyFlags defines, with the
+// placeholder of the value in back quotes (see pflag.UnquoteUsage). A key
+// not listed gets a help naming the key.
+var flagUsage = map[string]string{
+	"nats.url":           "NATS server `URLs`, comma-separated",
+	"redis.addrs":        "Redis `host:port` addresses, comma-separated: one server, a cluster, or Sentinels with redis.master_name",
+	"queue.batch_size":   "`puzzles` per queue message",
+	"worker.concurrency": "solving goroutines per worker; 0 means GOMAXPROCS",
+	"metrics.addr":       "serve /metrics, /healthz and /readyz on this `host:port`; empty: off",
+	"log.level":          "log `level`: debug, info, warn or error",
+	"log.format":         "log `format`: text or json",
+	"job.wait_timeout":   "stop waiting for the results after this `duration` (the job goes on); 0: wait as long as it takes",
+}
+
+// AddGlobalFlags defines on fs the flags that every command has, whatever
+// it connects to: --config, --log-level and --log-format. A program
+// defines them once, as persistent flags of its root command, and each
+// command the flags of the keys it uses with AddKeyFlags.
+func AddGlobalFlags(fs *pflag.FlagSet) {
 	fs.String(FlagConfig, "", "read settings from this YAML `file` (default $"+EnvConfig+"; reference: configs/sudoku.yaml)")
-	fs.String(flagName("nats.url"), d.NATS.URL, "NATS server `URLs`, comma-separated ($SUDOKU_NATS_URL)")
-	fs.StringSlice(flagName("redis.addrs"), d.Redis.Addrs, "Redis `host:port` addresses, comma-separated: one server, a cluster, or Sentinels with redis.master_name ($SUDOKU_REDIS_ADDRS)")
-	fs.Int(flagName("queue.batch_size"), d.Queue.BatchSize, "`puzzles` per queue message ($SUDOKU_QUEUE_BATCH_SIZE)")
-	fs.Int(flagName("worker.concurrency"), d.Worker.Concurrency, "solving goroutines per worker; 0 means GOMAXPROCS ($SUDOKU_WORKER_CONCURRENCY)")
-	fs.String(flagName("metrics.addr"), d.Metrics.Addr, "serve /metrics, /healthz and /readyz on this `host:port`; empty: off ($SUDOKU_METRICS_ADDR)")
-	fs.String(flagName("log.level"), d.Log.Level, "log `level`: debug, info, warn or error ($SUDOKU_LOG_LEVEL)")
-	fs.String(flagName("log.format"), d.Log.Format, "log `format`: text or json ($SUDOKU_LOG_FORMAT)")
+	AddKeyFlags(fs, "log.level", "log.format")
+}
+
+// AddKeyFlags defines on fs one flag for each key: named after the key
+// (--nats-url for nats.url), with the key's default and a help naming
+// its environment variable. Load applies them when they are set on the
+// command line. A command defines only the flags of the keys it uses, so
+// that its help lists nothing that does nothing; every key stays settable
+// through the environment and the file. AddKeyFlags panics for an unknown
+// key, for a secret (Load refuses secrets as flags), and, like pflag, for
+// a flag already defined on fs.
+func AddKeyFlags(fs *pflag.FlagSet, keys ...string) {
+	d := Default()
+	for _, key := range keys {
+		f := byKey[key]
+		if f == nil {
+			panic("config: AddKeyFlags: no key " + key)
+		}
+		if f.secret {
+			panic("config: AddKeyFlags: " + key + " is a secret, which cannot be a flag")
+		}
+		name := flagName(key)
+		usage := flagUsage[key]
+		if usage == "" {
+			usage = "set " + key
+		}
+		usage += " ($" + envName(key) + ")"
+		def := f.get(d)
+		switch {
+		case f.typ == durationType:
+			fs.Duration(name, time.Duration(def.Int()), usage)
+		case f.typ.Kind() == reflect.Slice:
+			// []string, or []time.Duration as strings: Load converts
+			// a flag's items like those of the environment.
+			items := make([]string, def.Len())
+			for i := range items {
+				items[i] = fmt.Sprint(def.Index(i).Interface())
+			}
+			fs.StringSlice(name, items, usage)
+		case f.typ.Kind() == reflect.Bool:
+			fs.Bool(name, def.Bool(), usage)
+		case f.typ.Kind() == reflect.Int:
+			fs.Int(name, int(def.Int()), usage)
+		case f.typ.Kind() == reflect.Int64:
+			fs.Int64(name, def.Int(), usage)
+		default:
+			fs.String(name, def.String(), usage)
+		}
+	}
 }

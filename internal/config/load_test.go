@@ -27,7 +27,7 @@ type loadTest struct {
 	name  string
 	yaml  string            // the file's content; "" means no file
 	env   map[string]string // the environment
-	args  []string          // command line flags (AddFlags' set)
+	args  []string          // command line flags (parsed's set)
 	check func(t *testing.T, c *Config)
 	errs  []wantErr
 }
@@ -290,9 +290,14 @@ func TestLoadConfigFileLocation(t *testing.T) {
 func TestLoadFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	t.Run("missing file", func(t *testing.T) {
-		_, err := Load(LoadOptions{File: filepath.Join(dir, "none.yaml"), Env: mapEnv(nil)})
+		path := filepath.Join(dir, "none.yaml")
+		_, err := Load(LoadOptions{File: path, Env: mapEnv(nil)})
 		if !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("got %v, want fs.ErrNotExist", err)
+		}
+		// For people: the file named once, no Go call ("open").
+		if want := "config file " + path + ": no such file or directory"; err == nil || err.Error() != want {
+			t.Errorf("got %v, want %q", err, want)
 		}
 	})
 	t.Run("not a mapping, content not quoted", func(t *testing.T) {
@@ -333,12 +338,23 @@ func TestSecretFlagRefused(t *testing.T) {
 	checkErrs(t, err, []wantErr{{key: "redis.password"}})
 }
 
-func TestAddFlags(t *testing.T) {
+func TestAddKeyFlags(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	AddFlags(fs)
+	AddGlobalFlags(fs)
+	if fs.Lookup(FlagConfig) == nil || fs.Lookup("log-level") == nil || fs.Lookup("log-format") == nil {
+		t.Fatal("AddGlobalFlags: no --config, --log-level or --log-format")
+	}
+	if fs.Lookup("nats-url") != nil {
+		t.Error("AddGlobalFlags defines --nats-url: a command that does not use NATS would list it")
+	}
+	// A flag of every type of key: string, list, int, int64, bool,
+	// duration, list of durations.
+	keys := []string{"nats.url", "redis.addrs", "queue.batch_size", "worker.concurrency", "metrics.addr",
+		"worker.max_nodes", "nats.embedded", "job.wait_timeout", "queue.backoff"}
+	AddKeyFlags(fs, keys...)
 	d := Default()
 	// Each flag's default is the key's; each has help naming its variable.
-	for _, key := range []string{"nats.url", "redis.addrs", "queue.batch_size", "worker.concurrency", "metrics.addr", "log.level", "log.format"} {
+	for _, key := range append(keys, "log.level", "log.format") {
 		fl := fs.Lookup(flagName(key))
 		if fl == nil {
 			t.Errorf("no flag for %s", key)
@@ -352,26 +368,57 @@ func TestAddFlags(t *testing.T) {
 			t.Errorf("--%s help %q does not name $%s", fl.Name, fl.Usage, envName(key))
 		}
 	}
-	if fs.Lookup(FlagConfig) == nil {
-		t.Error("no --config")
-	}
-	err := fs.Parse([]string{"--worker-concurrency=4", "--queue-batch-size", "100", "--log-format=json", "--metrics-addr=:9090", "--log-level=debug"})
+	err := fs.Parse([]string{"--worker-concurrency=4", "--queue-batch-size", "100", "--log-format=json", "--metrics-addr=:9090",
+		"--log-level=debug", "--worker-max-nodes", "-1", "--nats-embedded", "--job-wait-timeout", "90s",
+		"--queue-backoff", "2s,1m", "--redis-addrs", "a:1,b:2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(LoadOptions{Flags: fs, Env: mapEnv(nil)})
+	c, err := Load(LoadOptions{Flags: fs, Env: mapEnv(map[string]string{"SUDOKU_JOB_WAIT_TIMEOUT": "1h"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Worker.Concurrency != 4 || c.Queue.BatchSize != 100 || c.Log.Format != "json" || c.Metrics.Addr != ":9090" || c.Log.Level != "debug" {
-		t.Errorf("flags not applied: %+v %+v %+v %+v", c.Worker, c.Queue, c.Log, c.Metrics)
+	want := Default()
+	want.Worker.Concurrency, want.Queue.BatchSize, want.Log.Format, want.Metrics.Addr = 4, 100, "json", ":9090"
+	want.Log.Level, want.Worker.MaxNodes, want.NATS.Embedded, want.Job.WaitTimeout = "debug", -1, true, 90*time.Second
+	want.Queue.Backoff, want.Redis.Addrs = []time.Duration{2 * time.Second, time.Minute}, []string{"a:1", "b:2"}
+	equal(t, c, want)
+
+	// Flags not given leave the environment's value.
+	fs = pflag.NewFlagSet("test", pflag.ContinueOnError)
+	AddKeyFlags(fs, "job.wait_timeout")
+	if c, err = Load(LoadOptions{Flags: fs, Env: mapEnv(map[string]string{"SUDOKU_JOB_WAIT_TIMEOUT": "1h"})}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Job.WaitTimeout != time.Hour {
+		t.Errorf("job.wait_timeout = %v without its flag, want the environment's 1h", c.Job.WaitTimeout)
+	}
+}
+
+func TestAddKeyFlagsRefuses(t *testing.T) {
+	for _, key := range []string{"nats.password", "serve.token", "nats.nope", "nats"} {
+		t.Run(key, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("AddKeyFlags(%q) did not panic", key)
+				}
+			}()
+			AddKeyFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), key)
+		})
 	}
 }
 
 // formatFlagDefault formats a default as pflag shows it.
 func formatFlagDefault(v any) string {
-	if s, ok := v.([]string); ok {
+	switch s := v.(type) {
+	case []string:
 		return "[" + strings.Join(s, ",") + "]"
+	case []time.Duration:
+		items := make([]string, len(s))
+		for i, d := range s {
+			items[i] = d.String()
+		}
+		return "[" + strings.Join(items, ",") + "]"
 	}
 	return strings.Trim(formatValue(v), `"`)
 }
@@ -555,7 +602,7 @@ func checkRoundTrip(t *testing.T, c *Config, dir string) {
 }
 
 // load runs Load on a file holding yamlText (none if empty), the
-// environment env and, if args is not nil, AddFlags' flags parsed from
+// environment env and, if args is not nil, parsed's flags parsed from
 // args.
 func load(t testing.TB, yamlText string, env map[string]string, args []string) (*Config, error) {
 	t.Helper()
@@ -569,11 +616,13 @@ func load(t testing.TB, yamlText string, env map[string]string, args []string) (
 	return Load(opts)
 }
 
-// parsed returns AddFlags' flag set after parsing args.
+// parsed returns the flags of AddGlobalFlags and of the common keys
+// after parsing args.
 func parsed(t testing.TB, args ...string) *pflag.FlagSet {
 	t.Helper()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	AddFlags(fs)
+	AddGlobalFlags(fs)
+	AddKeyFlags(fs, "nats.url", "redis.addrs", "queue.batch_size", "worker.concurrency", "metrics.addr")
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}

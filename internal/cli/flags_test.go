@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+)
+
+// settingFlags are the flags named after configuration keys that some
+// command defines, and the global ones.
+var settingFlags = []string{"config", "log-level", "log-format", "nats-url", "redis-addrs", "queue-batch-size",
+	"worker-concurrency", "metrics-addr", "job-wait-timeout"}
+
+// helpFlags returns the flags that a command's help lists (its own and the
+// global ones) among settingFlags, sorted.
+func helpFlags(t *testing.T, args ...string) []string {
+	t.Helper()
+	code, out, stderr := run(t, context.Background(), "", append(args, "--help")...)
+	if code != ExitOK {
+		t.Fatalf("%v --help: exit %d: %s", args, code, stderr)
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+)`).FindAllStringSubmatch(out, -1) {
+		if slices.Contains(settingFlags, m[1]) {
+			got = append(got, m[1])
+		}
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestHelpListsTheFlagsThatApply: each command's help lists the flags of
+// the settings it uses, and no other; --config, --log-level and
+// --log-format are everywhere.
+func TestHelpListsTheFlagsThatApply(t *testing.T) {
+	global := []string{"config", "log-level", "log-format"}
+	tests := []struct {
+		cmd  string
+		more []string
+	}{
+		{"gen", nil},
+		{"version", nil},
+		{"job", []string{"nats-url"}},
+		{"job list", []string{"nats-url"}},
+		{"job status", []string{"nats-url"}},
+		{"job rm", []string{"nats-url"}},
+		{"job wait", []string{"nats-url", "job-wait-timeout"}},
+		{"dlq list", []string{"nats-url"}},
+		{"dlq replay", []string{"nats-url"}},
+		{"worker", []string{"nats-url", "redis-addrs", "worker-concurrency", "metrics-addr"}},
+		{"worker health", []string{"metrics-addr"}},
+		{"get", []string{"redis-addrs", "nats-url"}},
+		{"submit", []string{"nats-url", "redis-addrs", "queue-batch-size", "job-wait-timeout"}},
+		{"solve", []string{"redis-addrs", "queue-batch-size"}},
+		{"serve", []string{"nats-url", "redis-addrs", "queue-batch-size", "worker-concurrency"}},
+		{"bench", []string{"nats-url", "redis-addrs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			want := slices.Sorted(slices.Values(append(slices.Clone(global), tt.more...)))
+			if got := helpFlags(t, strings.Fields(tt.cmd)...); !slices.Equal(got, want) {
+				t.Errorf("sudoku %s --help lists %v, want %v", tt.cmd, got, want)
+			}
+		})
+	}
+}
+
+// TestFlagThatDoesNotApply: a command refuses the flag of a setting it
+// does not use, saying so, before or after its name.
+func TestFlagThatDoesNotApply(t *testing.T) {
+	for _, args := range [][]string{
+		{"gen", "--nats-url", "nats://x:4222", "--from", clue17, "-n", "1"},
+		{"--nats-url", "nats://x:4222", "version"},
+		{"worker", "health", "--worker-concurrency", "2"},
+		{"job", "list", "--redis-addrs", "x:1"},
+	} {
+		code, _, stderr := run(t, context.Background(), "", args...)
+		if code != ExitUsage || !strings.Contains(stderr, "unknown flag") || !strings.Contains(stderr, "does not use") {
+			t.Errorf("%v: exit %d, %q; want 2, unknown flag, does not use", args, code, stderr)
+		}
+	}
+}
+
+// TestFlagsAreHonoured: a flag that applies wins over the environment,
+// placed after the command or before it.
+func TestFlagsAreHonoured(t *testing.T) {
+	noServices(t)
+	dead := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+
+	t.Run("job list --nats-url", func(t *testing.T) {
+		for _, args := range [][]string{{"job", "list", "--nats-url", "nats://" + dead}, {"--nats-url", "nats://" + dead, "job", "list"},
+			{"job", "--nats-url", "nats://" + dead, "list"}} {
+			code, _, stderr := run(t, context.Background(), "", args...)
+			if code != ExitFailure || !strings.Contains(stderr, "NATS at nats://"+dead) {
+				t.Errorf("%v: exit %d, %q; want 1 naming the flag's server", args, code, stderr)
+			}
+		}
+	})
+
+	t.Run("get --redis-addrs", func(t *testing.T) {
+		code, _, stderr := run(t, context.Background(), "", "get", "--redis-addrs", dead, unique)
+		if code != ExitFailure || !strings.Contains(stderr, "Redis at "+dead) {
+			t.Errorf("exit %d, %q; want 1 naming the flag's Redis", code, stderr)
+		}
+	})
+
+	t.Run("worker health --metrics-addr", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "ok %s\n", r.URL.Path)
+		}))
+		defer srv.Close()
+		t.Setenv("SUDOKU_METRICS_ADDR", dead)
+		addr := strings.TrimPrefix(srv.URL, "http://")
+		code, out, stderr := run(t, context.Background(), "", "worker", "health", "--ready", "--metrics-addr", addr)
+		if code != ExitOK || out != "ok /readyz\n" {
+			t.Errorf("exit %d, out %q, stderr %q; want the flag's endpoint asked", code, out, stderr)
+		}
+	})
+
+	t.Run("submit --queue-batch-size", func(t *testing.T) {
+		// An embedded server: no NATS needed to count the batches.
+		t.Setenv("SUDOKU_NATS_EMBEDDED", "true")
+		t.Setenv("SUDOKU_QUEUE_BATCH_SIZE", "50")
+		file := writeFile(t, puzzles(t, 20))
+		code, _, stderr := run(t, context.Background(), "", "submit", "--queue-batch-size", "7", file)
+		if code != ExitOK || !strings.Contains(stderr, "20 queued in 3 batches") {
+			t.Errorf("exit %d, %q; want 20 lines in 3 batches of at most 7", code, stderr)
+		}
+	})
+}
