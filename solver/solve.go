@@ -104,7 +104,7 @@ func Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
 
 var pool = sync.Pool{New: func() any { return new(Solver) }}
 
-// Solver holds the memory of one search (a few kilobytes: a copy of the
+// Solver holds the memory of one search (about 25 kilobytes: a copy of the
 // position per level of the search tree), so that solving allocates
 // nothing. The zero value is ready to use. A Solver is not safe for
 // concurrent use; give each goroutine its own.
