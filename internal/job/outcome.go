@@ -248,33 +248,58 @@ func (o *Outcome) Check() error {
 	if !HasSolution(o.Status) {
 		return nil
 	}
-	// Each row, column and box of a solution holds every digit once: the
-	// OR of its digits' bits is 0x3fe exactly when it holds all nine (81
-	// cells, 27 units of nine). Cells out of 1-9 set bits outside 0x3fe.
-	var rows, cols, boxes [9]uint16
+	if o.solutionOK() {
+		return nil
+	}
+	for i, v := range o.Solution {
+		if p := o.Puzzle[i]; p != 0 && p != v {
+			return fmt.Errorf("job: solution cell %s is %d, the given is %d", solver.CellName(i), v, p)
+		}
+	}
+	if err := o.Solution.Validate(); err != nil {
+		return fmt.Errorf("job: solution breaks the rules: %w", err)
+	}
+	return fmt.Errorf("job: solution is not complete")
+}
+
+// solutionOK reports whether o's solution agrees with its givens and
+// holds every digit once in each row, column and box: the OR of the
+// digits' bits of a unit is 0x3fe exactly when it holds all nine (a cell
+// out of 1-9 sets another bit).
+func (o *Outcome) solutionOK() bool {
 	s, p := &o.Solution, &o.Puzzle
-	for r := range 9 {
-		for c := range 9 {
-			i := 9*r + c
-			v := s[i]
-			if p[i] != 0 && p[i] != v {
-				return fmt.Errorf("job: solution cell %s is %d, the given is %d", solver.CellName(i), v, p[i])
+	// Givens: every byte of the puzzle is 0 or the solution's. Cells are
+	// below 16, so adding 0x7f to a byte sets its top bit exactly when it
+	// is not 0, without a carry into the next byte.
+	const ones7f, top = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	var bad uint64
+	for w := 0; w < 80; w += 8 {
+		x := binary.LittleEndian.Uint64(p[w:])
+		y := binary.LittleEndian.Uint64(s[w:])
+		bad |= (x + ones7f) & ((x ^ y) + ones7f) & top
+	}
+	if p[80] != 0 && p[80] != s[80] {
+		return false
+	}
+	var cols, boxes [9]uint16
+	for band := range 3 {
+		for r := range 3 {
+			base := 27*band + 9*r
+			row := s[base : base+9 : base+9]
+			var m uint16
+			for c, v := range row {
+				b := uint16(1) << (v & 15)
+				m |= b
+				cols[c] |= b
+				boxes[3*band+c/3] |= b
 			}
-			bit := uint16(1) << (v & 15)
-			rows[r] |= bit
-			cols[c] |= bit
-			boxes[boxOf[i]] |= bit
+			bad |= uint64(m ^ 0x3fe)
 		}
 	}
 	for u := range 9 {
-		if rows[u] != 0x3fe || cols[u] != 0x3fe || boxes[u] != 0x3fe {
-			if err := o.Solution.Validate(); err != nil {
-				return fmt.Errorf("job: solution breaks the rules: %w", err)
-			}
-			return fmt.Errorf("job: solution is not complete")
-		}
+		bad |= uint64(cols[u]^0x3fe) | uint64(boxes[u]^0x3fe)
 	}
-	return nil
+	return bad == 0
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -330,13 +355,6 @@ func (d *decoder) outcome() Outcome {
 	return o
 }
 
-// boxOf[i] is the box of cell i.
-var boxOf = func() (t [81]uint8) {
-	for i := range t {
-		t[i] = uint8(i/27*3 + i%9/3)
-	}
-	return t
-}()
 
 // maxErrorLen bounds an error text in the compact form.
 const maxErrorLen = 4096
