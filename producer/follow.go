@@ -46,9 +46,9 @@ type FollowOptions struct {
 	// Progress, if set, is called after each batch passed on, and when
 	// the job's record or the waiting state changes.
 	Progress func(Progress)
-	// Window bounds the batches kept in memory while an earlier one is
-	// still missing (default 64); later ones are read again when their
-	// turn comes.
+	// Window bounds the items of the batches kept in memory while an
+	// earlier one is still missing (default 16384, at least 8 batches);
+	// later ones are read again when their turn comes.
 	Window int
 	// Poll is how often the record is read again while no result comes
 	// (default 1s).
@@ -75,7 +75,7 @@ type FollowOptions struct {
 // expired; out's error; ctx's error.
 func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Result) error, opts FollowOptions) (job.Record, error) {
 	if opts.Window <= 0 {
-		opts.Window = 64
+		opts.Window = 16384
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
@@ -88,6 +88,7 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 	if err := f.readRecord(ctx); err != nil {
 		return f.rec, err
 	}
+	f.window = uint64(max(8, opts.Window/max(1, f.rec.Options.BatchSize)))
 	if err := f.run(ctx); err != nil {
 		return f.rec, err
 	}
@@ -107,6 +108,7 @@ type follower struct {
 	next      uint64                   // the next batch to pass on
 	nextItem  uint64                   // its first item
 	pending   map[uint64]*pendingBatch // later batches, checked, in memory
+	window    uint64                   // how many batches pending may hold
 	present   map[uint64]bool          // later batches beyond the window: read again
 	recent    recentBatches            // the results messages of the last RepeatWindow items
 	manifest  job.Manifest             // the manifest chunk last read
@@ -212,7 +214,8 @@ func (f *follower) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("job %s: read results: %w", f.id, err)
 	}
-	it, err := c.Messages(jetstream.PullMaxMessages(256))
+	// A window in bytes, so that memory does not grow with the batch size.
+	it, err := c.Messages(jetstream.PullMaxBytes(4 << 20))
 	if err != nil {
 		return fmt.Errorf("job %s: read results: %w", f.id, err)
 	}
@@ -267,7 +270,7 @@ func (f *follower) take(ctx context.Context, subject string, data []byte) error 
 	if !ok || index < f.next || f.pending[index] != nil {
 		return nil // not a batch subject, or one passed on already
 	}
-	if index >= f.next+uint64(f.opts.Window) {
+	if index >= f.next+f.window {
 		f.present[index] = true
 		return nil
 	}

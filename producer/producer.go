@@ -156,20 +156,23 @@ type submission struct {
 	rec job.Record
 	rev uint64
 
-	group   []job.Batch // batches read, not yet published
-	batch   job.Batch   // the batch being filled
-	size    int         // its encoded size, about
-	next    uint64      // the next batch's index
-	item    uint64      // the next item's index
+	batch   job.Batch    // the batch being filled
+	out     []inflight   // the messages of the batches closed, not yet published
+	digests []job.Digest // and their digests: the next manifest
+	size    int          // its encoded size, about
+	next    uint64       // the next batch's index
+	item    uint64       // the next item's index
 	repeats repeatWindow
-	keys    []job.Key // the keys of the group's Solve items, in order
+	keys    []job.Key // the keys of the batch's Solve items, in order
+	// solveItems are the batch's Solve items (for lookup).
+	solveItems []*job.Item
 }
 
 // lookups reports whether the producer looks puzzles up in the cache.
 func (s *submission) lookups() bool { return !s.p.opts.Force && s.p.cache.Enabled() }
 
 func (s *submission) run(ctx context.Context, in *input.Reader) error {
-	s.batch = s.newBatch()
+	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.BatchSize))
 	for {
 		it, err := in.Next()
 		if errors.Is(err, io.EOF) {
@@ -181,14 +184,13 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d lines: %w", s.sub.Lines, err)
 		}
-		s.add(it)
-		if len(s.group) >= job.ManifestSpan {
-			if err := s.flush(ctx); err != nil {
-				return err
-			}
+		if err := s.add(ctx, it); err != nil {
+			return err
 		}
 	}
-	s.closeBatch()
+	if err := s.closeBatch(ctx); err != nil {
+		return err
+	}
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
@@ -204,8 +206,9 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	return nil
 }
 
-func (s *submission) newBatch() job.Batch {
-	b := job.Batch{Job: s.sub.ID, Index: s.next, First: s.item}
+// newBatch returns the next batch, its items in items' memory.
+func (s *submission) newBatch(items []job.Item) job.Batch {
+	b := job.Batch{Job: s.sub.ID, Index: s.next, First: s.item, Items: items[:0]}
 	if s.p.opts.FirstSolution {
 		b.Flags |= job.FlagFirstSolution
 	}
@@ -217,7 +220,7 @@ func (s *submission) newBatch() job.Batch {
 const itemOverhead = 32
 
 // add classifies one input item and adds it to the current batch.
-func (s *submission) add(in input.Item) {
+func (s *submission) add(ctx context.Context, in input.Item) error {
 	s.sub.Lines++
 	it := job.Item{Line: in.Line}
 	size := itemOverhead + job.PackedLen
@@ -248,71 +251,82 @@ func (s *submission) add(in input.Item) {
 		}
 	}
 	if len(s.batch.Items) > 0 && s.size+size > s.p.opts.MaxMessageBytes-256 {
-		s.closeBatch()
+		if err := s.closeBatch(ctx); err != nil {
+			return err
+		}
 	}
 	s.batch.Items = append(s.batch.Items, it)
 	s.size += size
 	s.item++
 	if len(s.batch.Items) >= s.p.opts.BatchSize {
-		s.closeBatch()
+		return s.closeBatch(ctx)
 	}
+	return nil
 }
 
-// closeBatch moves the current batch, if it has items, to the group.
-func (s *submission) closeBatch() {
-	if len(s.batch.Items) == 0 {
-		return
-	}
-	s.group = append(s.group, s.batch)
-	s.next++
-	s.batch, s.size = s.newBatch(), 0
-}
-
-// flush answers what the cache knows of the group's puzzles, stores the
-// group's manifest, publishes its batches and updates the job record.
-func (s *submission) flush(ctx context.Context) error {
-	if len(s.group) == 0 {
+// closeBatch ends the current batch, if it has items: it answers what the
+// cache knows of its puzzles, computes its digest and encodes its message
+// (a work batch, or straight away its results when nothing is left for a
+// worker), to publish once its manifest is stored; every ManifestSpan
+// batches it flushes. Its items are then done with: their memory holds
+// the next batch's.
+func (s *submission) closeBatch(ctx context.Context) error {
+	b := &s.batch
+	if len(b.Items) == 0 {
 		return nil
 	}
 	checked := s.lookup(ctx)
-	m := job.Manifest{Chunk: job.ManifestChunk(s.group[0].Index)}
-	for i := range s.group {
-		m.Digests = append(m.Digests, s.group[i].ComputeDigest())
+	d := b.ComputeDigest()
+	solve := 0
+	for j := range b.Items {
+		if b.Items[j].Kind == job.Solve {
+			solve++
+		}
 	}
-	// The manifest is stored before any of its batches is published: a
-	// worker that finds none for a batch knows it is not the producer's.
+	if solve == 0 {
+		// Nothing for a worker: the producer stores the results itself.
+		b.Digest = d
+		s.out = append(s.out, inflight{msg: s.p.q.Opts.ResultsMsg(b), results: true})
+	} else {
+		if checked {
+			b.Flags |= job.FlagCacheChecked
+		}
+		s.out = append(s.out, inflight{msg: s.p.q.Opts.WorkMsg(b)})
+	}
+	s.digests = append(s.digests, d)
+	s.sub.Queued += int64(solve)
+	s.next++
+	clear(b.Items)
+	*b, s.size = s.newBatch(b.Items), 0
+	if len(s.digests) == job.ManifestSpan {
+		return s.flush(ctx)
+	}
+	return nil
+}
+
+// flush stores the manifest of the batches closed since the last flush,
+// publishes them and updates the job record. The manifest is stored
+// before any of its batches is published: a worker that finds none for a
+// batch knows it is not the producer's.
+func (s *submission) flush(ctx context.Context) error {
+	if len(s.digests) == 0 {
+		return nil
+	}
+	m := job.Manifest{Chunk: job.ManifestChunk(uint64(s.sub.Batches)), Digests: s.digests}
 	mctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	err := s.p.jobs.PutManifest(mctx, s.sub.ID, &m)
 	cancel()
 	if err != nil {
 		return err
 	}
-	for i := range s.group {
-		b := &s.group[i]
-		solve := 0
-		for j := range b.Items {
-			if b.Items[j].Kind == job.Solve {
-				solve++
-			}
-		}
-		var err error
-		if solve == 0 {
-			// Nothing for a worker: the producer stores the results itself.
-			b.Digest = m.Digests[i]
-			err = s.pub.results(ctx, b)
-		} else {
-			if checked {
-				b.Flags |= job.FlagCacheChecked
-			}
-			err = s.pub.work(ctx, b)
-		}
-		if err != nil {
+	for _, f := range s.out {
+		if err := s.pub.publish(ctx, f); err != nil {
 			return err
 		}
-		s.sub.Queued += int64(solve)
 		s.sub.Batches++
 	}
-	s.group = s.group[:0]
+	clear(s.out)
+	s.out, s.digests = s.out[:0], s.digests[:0]
 	if err := s.update(ctx); err != nil {
 		return err
 	}
@@ -322,22 +336,21 @@ func (s *submission) flush(ctx context.Context) error {
 	return nil
 }
 
-// lookup replaces the Solve items of the group found in the cache with
-// their outcomes, and reports whether the cache was looked up.
+// lookup replaces the Solve items of the current batch found in the
+// cache with their outcomes, and reports whether the cache was looked up.
 func (s *submission) lookup(ctx context.Context) bool {
 	if !s.lookups() {
 		return false
 	}
 	keys := s.keys
 	s.keys = s.keys[:0]
-	var items []*job.Item
-	for i := range s.group {
-		for j := range s.group[i].Items {
-			if it := &s.group[i].Items[j]; it.Kind == job.Solve {
-				items = append(items, it)
-			}
+	items := s.solveItems[:0]
+	for j := range s.batch.Items {
+		if it := &s.batch.Items[j]; it.Kind == job.Solve {
+			items = append(items, it)
 		}
 	}
+	s.solveItems = items
 	if len(keys) == 0 {
 		return true
 	}

@@ -642,3 +642,29 @@ func TestRecentBatches(t *testing.T) {
 		t.Error("an item long out of the window was found")
 	}
 }
+
+func TestBatchesCutBySize(t *testing.T) {
+	// Batches cut short by the message size, more than one manifest's
+	// worth of them, long invalid lines among them.
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 300)
+	var b strings.Builder
+	for i, p := range puzzles {
+		fmt.Fprintln(&b, p)
+		if i%25 == 0 {
+			fmt.Fprintln(&b, strings.Repeat("x", 3000))
+		}
+	}
+	text := b.String()
+	e := newEnv(t, "embedded")
+	e.worker(worker.Options{})
+	sub := e.submit(text, Options{BatchSize: 7, MaxMessageBytes: 4 << 10})
+	// 300 puzzles in batches of 7, and each long line cuts one short.
+	if sub.Batches <= 300/7+1 || sub.Batches <= 2*job.ManifestSpan {
+		t.Fatalf("%d batches: want some cut short, and more than %d", sub.Batches, 2*job.ManifestSpan)
+	}
+	got, rec := e.follow(sub.ID, FollowOptions{})
+	same(t, got, local(t, text, false))
+	if rec.Batches != sub.Batches || rec.Invalid != 12 {
+		t.Errorf("record %+v", rec)
+	}
+}

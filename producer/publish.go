@@ -19,6 +19,7 @@ import (
 type publisher struct {
 	p       *Producer
 	pending []inflight
+	bytes   int // of the pending messages
 }
 
 type inflight struct {
@@ -27,8 +28,13 @@ type inflight struct {
 	future  jetstream.PubAckFuture
 }
 
-// maxInflight bounds the publishes awaiting their ack.
-const maxInflight = 256
+// maxInflight and maxInflightBytes bound the publishes awaiting their
+// ack: enough to keep the server busy, few enough to keep memory small
+// whatever the batch size.
+const (
+	maxInflight      = 256
+	maxInflightBytes = 4 << 20
+)
 
 // publishRetries bounds the attempts at one message.
 const publishRetries = 5
@@ -55,10 +61,12 @@ func (pb *publisher) opts(f inflight) []jetstream.PublishOpt {
 // publish sends f.msg without waiting for its ack, first waiting for the
 // oldest acks when too many are outstanding.
 func (pb *publisher) publish(ctx context.Context, f inflight) error {
-	for len(pb.pending) >= maxInflight {
+	for len(pb.pending) >= maxInflight || (len(pb.pending) > 0 && pb.bytes+len(f.msg.Data) > maxInflightBytes) {
 		if err := pb.settle(ctx, pb.pending[0]); err != nil {
 			return err
 		}
+		pb.bytes -= len(pb.pending[0].msg.Data)
+		pb.pending[0] = inflight{}
 		pb.pending = pb.pending[1:]
 	}
 	fut, err := pb.p.q.JS.PublishMsgAsync(f.msg, pb.opts(f)...)
@@ -69,6 +77,7 @@ func (pb *publisher) publish(ctx context.Context, f inflight) error {
 	}
 	f.future = fut
 	pb.pending = append(pb.pending, f)
+	pb.bytes += len(f.msg.Data)
 	return nil
 }
 
@@ -123,9 +132,9 @@ func (pb *publisher) wait(ctx context.Context) error {
 			return err
 		}
 	}
-	pb.pending = nil
+	pb.pending, pb.bytes = nil, 0
 	return nil
 }
 
 // abandon forgets the outstanding publishes.
-func (pb *publisher) abandon() { pb.pending = nil }
+func (pb *publisher) abandon() { pb.pending, pb.bytes = nil, 0 }

@@ -8,7 +8,7 @@ import (
 
 // ManifestSpan is the number of batches one manifest covers: batch i's
 // digest is entry i%ManifestSpan of manifest i/ManifestSpan.
-const ManifestSpan = 64
+const ManifestSpan = 16
 
 // manifestVersion is the format of a manifest: the version byte, then the
 // digests of batches ManifestSpan*chunk, ... in order (at most
