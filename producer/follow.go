@@ -322,7 +322,7 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 		f.opts.Logger.Warn("producer: results refused", "job", f.id, "batch", index, "why", why)
 		return nil, nil
 	}
-	b, err := job.DecodeResults(data)
+	b, err := job.DecodeAnyResults(data)
 	if err != nil {
 		return refuse(err.Error())
 	}
@@ -509,7 +509,7 @@ func (r *recentBatches) outcome(item uint64) (job.Outcome, bool) {
 			return job.Outcome{}, false
 		}
 		if r.last == nil || r.last.First != rb.first {
-			b, err := job.DecodeResults(rb.data)
+			b, err := job.DecodeAnyResults(rb.data)
 			if err != nil {
 				return job.Outcome{}, false
 			}

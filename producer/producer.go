@@ -34,6 +34,9 @@ type Options struct {
 	Force bool
 	// FirstSolution asks the workers to stop at the first solution.
 	FirstSolution bool
+	// JSONResults publishes the results in the JSON form
+	// (job.JSONResults), without repeats, for clients in other languages.
+	JSONResults bool
 	// Progress, if set, is called after each group of batches is
 	// published, with the lines read so far.
 	Progress func(lines int)
@@ -98,7 +101,8 @@ var ErrSubmit = errors.New("submission stopped")
 func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, error) {
 	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
-		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize}}
+		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
+			JSONResults: p.opts.JSONResults}}
 	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	var err error
 	s.rev, err = p.jobs.Create(cctx, &s.rec)
@@ -212,6 +216,9 @@ func (s *submission) newBatch(items []job.Item) job.Batch {
 	if s.p.opts.FirstSolution {
 		b.Flags |= job.FlagFirstSolution
 	}
+	if s.p.opts.JSONResults {
+		b.Flags |= job.FlagJSONResults
+	}
 	return b
 }
 
@@ -219,11 +226,18 @@ func (s *submission) newBatch(items []job.Item) job.Batch {
 // kind, status, guesses, two lengths.
 const itemOverhead = 32
 
+// jsonItemSize bounds the JSON form of a result of a valid puzzle: the
+// puzzle, key and solution, and the field names.
+const jsonItemSize = 400
+
 // add classifies one input item and adds it to the current batch.
 func (s *submission) add(ctx context.Context, in input.Item) error {
 	s.sub.Lines++
 	it := job.Item{Line: in.Line}
 	size := itemOverhead + job.PackedLen
+	if s.p.opts.JSONResults {
+		size = jsonItemSize // its results take more room than its puzzle
+	}
 	perr := in.Err // a line too long to read
 	var g solver.Grid
 	if perr == nil {
@@ -233,13 +247,16 @@ func (s *submission) add(ctx context.Context, in input.Item) error {
 		r := result.Invalid(in.Line, in.Text, perr)
 		it.Kind, it.Outcome = job.Known, job.Outcome{Status: result.StatusInvalid, Text: r.Puzzle, Error: r.Error}
 		size = itemOverhead + len(it.Outcome.Text) + len(it.Outcome.Error)
+		if s.p.opts.JSONResults {
+			size = jsonItemSize + 2*(len(it.Outcome.Text)+len(it.Outcome.Error)) // JSON escapes
+		}
 		s.sub.Invalid++
 		if len(s.sub.InvalidLines) < maxReported {
 			s.sub.InvalidLines = append(s.sub.InvalidLines, r)
 		}
 	} else {
 		key := job.KeyOf(&g)
-		if back, ok := s.repeats.find(key, s.item); ok {
+		if back, ok := s.repeats.find(key, s.item); ok && !s.p.opts.JSONResults {
 			it.Kind, it.Back = job.Repeat, back
 			s.sub.Repeated++
 		} else {

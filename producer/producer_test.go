@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -667,4 +668,35 @@ func TestBatchesCutBySize(t *testing.T) {
 	if rec.Batches != sub.Batches || rec.Invalid != 12 {
 		t.Errorf("record %+v", rec)
 	}
+}
+
+func TestJSONResultsJob(t *testing.T) {
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 30)
+	text := strings.Join(puzzles, "\n") + "\n" + puzzles[0] + "\nnot a puzzle\n"
+	eachServer(t, func(t *testing.T, e *env) {
+		e.worker(worker.Options{})
+		sub := e.submit(text, Options{JSONResults: true, BatchSize: 8})
+		if sub.Repeated != 0 {
+			t.Errorf("a JSON job found %d repeats; it has none", sub.Repeated)
+		}
+		got, rec := e.follow(sub.ID, FollowOptions{Full: true})
+		same(t, got, local(t, text, false))
+		if !rec.Options.JSONResults {
+			t.Error("the record lost the option")
+		}
+		// What another client reads: JSON, every result whole.
+		m, err := e.q.Results.GetLastMsgForSubject(context.Background(), e.q.Opts.ResultSubject(sub.ID, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jr job.JSONResults
+		if err := json.Unmarshal(m.Data, &jr); err != nil || jr.Job != sub.ID || jr.Batch != 3 || len(jr.Results) == 0 {
+			t.Fatalf("batch 3 is not JSON results: %v: %.200s", err, m.Data)
+		}
+		for _, r := range jr.Results {
+			if r.Repeat != 0 || r.Line == 0 || r.Status == "" {
+				t.Fatalf("result %+v", r)
+			}
+		}
+	})
 }

@@ -58,7 +58,7 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) bool {
 	if err != nil {
 		return false
 	}
-	got, err := job.DecodeResults(rm.Data)
+	got, err := job.DecodeAnyResults(rm.Data)
 	return err == nil && got.Digest == d
 }
 
@@ -87,7 +87,7 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest)
 		if gerr != nil {
 			return fmt.Errorf("worker: results of batch %d of job %s exist but cannot be read: %w", b.Index, b.Job, gerr)
 		}
-		if got, derr := job.DecodeResults(rm.Data); derr == nil && got.Digest == d {
+		if got, derr := job.DecodeAnyResults(rm.Data); derr == nil && got.Digest == d {
 			return nil
 		}
 		if attempt > 0 {

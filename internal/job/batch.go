@@ -25,6 +25,9 @@ const (
 	// FlagFirstSolution: stop at the first solution instead of proving
 	// uniqueness.
 	FlagFirstSolution
+	// FlagJSONResults: publish the results in the JSON form
+	// (JSONResults), for clients in other languages.
+	FlagJSONResults
 )
 
 // Limits of a batch.

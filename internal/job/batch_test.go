@@ -451,3 +451,34 @@ func FuzzDecodeResults(f *testing.F) {
 		}
 	})
 }
+
+func TestJSONResultsRoundTrip(t *testing.T) {
+	for name, b := range batches(t) {
+		if name == "cell over 9" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			r := answered(t, b)
+			r.Flags = 0 // not carried in the JSON form
+			data := r.AppendJSONResults(nil)
+			if !IsJSONResults(data) || IsJSONResults(r.AppendResults(nil)) {
+				t.Fatal("IsJSONResults cannot tell the forms apart")
+			}
+			got, err := DecodeAnyResults(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			diffBatch(t, got, r)
+			if got.ComputeDigest() != b.ComputeDigest() {
+				t.Error("the JSON form's digest differs from the work batch's")
+			}
+		})
+	}
+	for _, bad := range []string{`{`, `{"v":2}`, `{"v":1,"job":"a.b","results":[{}]}`,
+		`{"v":1,"job":"j","digest":"00","results":[{"status":"unique"}]}`,
+		`{"v":1,"job":"j","digest":"00000000000000000000000000000000","results":[{"status":"nope"}]}`} {
+		if _, err := DecodeJSONResults([]byte(bad)); !errors.Is(err, ErrDecode) {
+			t.Errorf("DecodeJSONResults(%s) = %v, want ErrDecode", bad, err)
+		}
+	}
+}

@@ -44,6 +44,9 @@ type Options struct {
 	Force bool `json:"force,omitempty"`
 	// BatchSize: items per batch.
 	BatchSize int `json:"batch_size"`
+	// JSONResults: results messages in the JSON form (JSONResults), and
+	// no Repeat items, so that any client can read them.
+	JSONResults bool `json:"json_results,omitempty"`
 }
 
 // Record is a job's record, kept in the jobs bucket under the job's id as

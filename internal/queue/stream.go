@@ -285,11 +285,16 @@ func (o Options) WorkMsg(b *job.Batch) *nats.Msg {
 }
 
 // ResultsMsg builds the message of a results batch (b.Digest set, every
-// item answered): on its own subject, with its counts in HdrCounts.
+// item answered): on its own subject, in the binary form or, for a batch
+// with job.FlagJSONResults, the JSON form, with its counts in HdrCounts.
 // Publish it with ExpectResults.
 func (o Options) ResultsMsg(b *job.Batch) *nats.Msg {
 	m := nats.NewMsg(o.ResultSubject(b.Job, b.Index))
-	m.Data = b.AppendResults(make([]byte, 0, 64+60*len(b.Items)))
+	if b.Flags&job.FlagJSONResults != 0 {
+		m.Data = b.AppendJSONResults(nil)
+	} else {
+		m.Data = b.AppendResults(make([]byte, 0, 64+60*len(b.Items)))
+	}
 	m.Header.Set(HdrCounts, job.CountItems(b.Items).String())
 	return m
 }
