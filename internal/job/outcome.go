@@ -355,6 +355,5 @@ func (d *decoder) outcome() Outcome {
 	return o
 }
 
-
 // maxErrorLen bounds an error text in the compact form.
 const maxErrorLen = 4096
