@@ -236,12 +236,12 @@ var bandRows, boxCols = func() (rows, cols [8]uint32) {
 	return
 }()
 
-// place puts digit d at cell p of band b: it clears p's row and box in the
-// digit's band word, p's column in the digit's other bands and p from every
-// other digit. Propagation later notices the row now has one candidate and
-// marks the cell solved.
+// place puts digit d at cell p of band b: it marks the cell solved, and
+// clears p's row and box in the digit's band word, p's column in the
+// digit's other bands and p from every other digit.
 func (s *state) place(d, b int, p uint32) {
 	bit := uint32(1) << p
+	s.unsolved[b] &^= bit
 	col := colsMask(1 << (p % 9))
 	i := d * 3
 	dirty := s.clearBand(b, bit) |
