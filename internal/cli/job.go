@@ -52,7 +52,9 @@ them; these commands need NATS only.`,
 		Short: "Wait until a job is done, writing its results in input order",
 		Long: `Write every result of job ID in input order, as they come: from the start
 of the job, whoever submitted it, and as often as asked while the job is
-kept.`,
+kept. job.wait_timeout (--job-wait-timeout) bounds the wait: when it has
+passed, job wait stops, says how many results it wrote, and exits with
+status 124; the job keeps running. 0 waits as long as it takes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := of.open(cmd)
@@ -60,12 +62,12 @@ kept.`,
 				return err
 			}
 			defer out.Close()
-			_, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			return waitAndWrite(cmd.Context(), cmd, conn, log, args[0], out, true)
+			return waitAndWrite(cmd.Context(), cmd, conn, log, args[0], out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout})
 		},
 	}
 	of.add(wait)
@@ -125,7 +127,10 @@ kept.`,
 	return cmd
 }
 
-// printJob prints a job's status for people.
+// printJob prints a job's status for people. The lines say where each
+// line's answer comes from (the workers, the cache, an earlier line, or
+// none for an invalid one), so that a job answered without the workers
+// shows its lines all the same.
 func printJob(w io.Writer, s *producer.Status, now time.Time) {
 	r := &s.Record
 	fmt.Fprintf(w, "job       %s\n", r.ID)
@@ -134,9 +139,7 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 		fmt.Fprintf(w, "error     %s\n", r.Error)
 	}
 	fmt.Fprintf(w, "created   %s\n", r.Created.UTC().Format(time.RFC3339))
-	end := now
 	if !r.Finished.IsZero() {
-		end = r.Finished
 		fmt.Fprintf(w, "finished  %s\n", r.Finished.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, "lines     %d: %d to the workers, %d cached, %d repeated, %d invalid\n",
@@ -150,14 +153,26 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 		total += " so far"
 	}
 	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.LinesDone, r.Lines, pct, s.BatchesDone, total)
-	if el := end.Sub(r.Created).Seconds(); el > 0 && s.LinesDone > 0 {
-		fmt.Fprintf(w, "rate      %.0f lines/s\n", float64(s.LinesDone)/el)
+	// A rate only while results are coming: the record does not say
+	// when the last one came (a job is marked finished by whoever reads
+	// it to the end, maybe much later).
+	live := r.State == job.Publishing || r.State == job.Published
+	if el := now.Sub(r.Created).Seconds(); live && el > 0 && s.LinesDone > 0 && s.LinesDone < r.Lines {
+		fmt.Fprintf(w, "rate      %.0f lines/s since created\n", float64(s.LinesDone)/el)
 	}
 	var parts []string
-	for _, st := range append(result.Statuses, job.RepeatStatus) {
+	for _, st := range result.Statuses {
 		if n := s.Counts[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
+	}
+	// Repeats that the results' headers cannot resolve (a job not read
+	// to its end yet): their status is that of the line they repeat.
+	switch n := s.Counts[job.RepeatStatus]; {
+	case n == 1:
+		parts = append(parts, "1 repeat of an earlier line")
+	case n > 1:
+		parts = append(parts, fmt.Sprintf("%d repeats of earlier lines", n))
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "none yet")

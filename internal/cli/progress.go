@@ -30,6 +30,11 @@ func newProgress(w io.Writer, description string, total int) *progress {
 	if !isTerminal(w) {
 		return nil
 	}
+	return newBar(w, description, total)
+}
+
+// newBar returns a progress bar on w, a terminal or not.
+func newBar(w io.Writer, description string, total int) *progress {
 	if total == 0 {
 		total = -1
 	}
@@ -77,7 +82,9 @@ func (p *progress) SetTotal(total int) {
 }
 
 // Describe changes the text before the bar: what is being done, or what
-// is being waited for.
+// is being waited for. A bar started without a total (newProgress with -1)
+// draws itself again every spinner tick, so the text shows even while
+// nothing progresses.
 func (p *progress) Describe(what string) {
 	if p == nil || p.bar == nil {
 		return

@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +43,9 @@ func TestMain(m *testing.M) {
 type queueEnv struct {
 	t       *testing.T
 	env     []string
-	workers int // started
+	workers []*exec.Cmd // started
+	natsURL string      // where the env's processes connect
+	prefix  string      // the queue's subject prefix
 }
 
 func newQueueEnv(t *testing.T, extra ...string) *queueEnv {
@@ -53,7 +55,7 @@ func newQueueEnv(t *testing.T, extra ...string) *queueEnv {
 	name := testenv.Name("cli")
 	prefix := name + ":"
 	testenv.CleanupPrefix(t, rdb, prefix)
-	e := &queueEnv{t: t, env: append([]string{
+	e := &queueEnv{t: t, prefix: name, env: append([]string{
 		"SUDOKU_NATS_URL=" + testenv.NATSURL(),
 		"SUDOKU_REDIS_ADDRS=" + testenv.RedisAddr(),
 		"SUDOKU_QUEUE_STREAM=" + name,
@@ -67,6 +69,9 @@ func newQueueEnv(t *testing.T, extra ...string) *queueEnv {
 	for _, kv := range e.env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
+		if k == "SUDOKU_NATS_URL" {
+			e.natsURL = v
+		}
 	}
 	t.Cleanup(func() {
 		nc := testenv.NATS(t)
@@ -121,13 +126,19 @@ func (e *queueEnv) startWorker() *exec.Cmd {
 	e.t.Helper()
 	cmd := exec.Command(os.Args[0], "worker")
 	cmd.Env = append(append(os.Environ(), "SUDOKU_TEST_AS_CLI=1"), e.env...)
-	var logs bytes.Buffer
+	var logs syncBuffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.workers++
-	e.waitWorkers(e.workers, &logs)
+	e.workers = append(e.workers, cmd)
+	alive := 0
+	for _, w := range e.workers {
+		if w.ProcessState == nil {
+			alive++
+		}
+	}
+	e.waitWorkers(alive, &logs)
 	e.t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -148,12 +159,22 @@ func (e *queueEnv) startWorker() *exec.Cmd {
 	return cmd
 }
 
-// waitWorkers waits until n instances of the micro service answer a ping:
-// the workers are pulling and serving.
-func (e *queueEnv) waitWorkers(n int, logs *bytes.Buffer) {
+// waitWorkers waits until n instances of the micro service on the env's
+// queue (its solve subject) answer: the workers are pulling and serving.
+// Workers of other queues on the same server do not count.
+func (e *queueEnv) waitWorkers(n int, logs fmt.Stringer) {
 	e.t.Helper()
 	nc := testenv.NATS(e.t)
-	subject, _ := micro.ControlSubject(micro.PingVerb, queue.ServiceName, "")
+	if e.natsURL != testenv.NATSURL() {
+		// A private server.
+		var err error
+		if nc, err = nats.Connect(e.natsURL); err != nil {
+			e.t.Fatal(err)
+		}
+		defer nc.Close()
+	}
+	subject, _ := micro.ControlSubject(micro.InfoVerb, queue.ServiceName, "")
+	solve := queue.Options{Prefix: e.prefix}.SolveSubject()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		inbox := nats.NewInbox()
@@ -164,10 +185,20 @@ func (e *queueEnv) waitWorkers(n int, logs *bytes.Buffer) {
 		_ = nc.PublishRequest(subject, inbox, nil)
 		got := 0
 		for {
-			if _, err := sub.NextMsg(200 * time.Millisecond); err != nil {
+			m, err := sub.NextMsg(200 * time.Millisecond)
+			if err != nil {
 				break
 			}
-			got++
+			var info micro.Info
+			if json.Unmarshal(m.Data, &info) != nil {
+				continue
+			}
+			for _, ep := range info.Endpoints {
+				if ep.Subject == solve {
+					got++
+					break
+				}
+			}
 		}
 		_ = sub.Unsubscribe()
 		if got >= n {
@@ -273,8 +304,8 @@ func TestSubmitRepeatedInvalidCached(t *testing.T) {
 		}
 		if format == "text" {
 			for _, s := range []string{"line 26: solver: 5 cells, want 81", "line 27: solver: digit 1 repeats in row 1",
-				"46 lines: 30 queued", "10 cached", "3 repeated", "3 invalid", "43 unique, 3 invalid",
-				"(10 cached, 3 repeated, 3 invalid)"} {
+				"46 lines: 30 queued", "10 cached", "3 repeated", "3 invalid",
+				": 43 unique, 3 invalid (30 from the workers, 10 from the cache, 3 repeats of earlier lines)\n"} {
 				if !strings.Contains(stderr, s) {
 					t.Errorf("stderr lacks %q:\n%s", s, stderr)
 				}

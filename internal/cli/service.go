@@ -70,7 +70,8 @@ func (f *outputFlags) add(cmd *cobra.Command) {
 type output struct {
 	format result.Format
 	w      io.WriteCloser
-	name   string
+	name   string // the file, or "standard output"
+	path   string // the file, or "" for standard output
 }
 
 // open checks the format and creates the output file.
@@ -83,7 +84,11 @@ func (f *outputFlags) open(cmd *cobra.Command) (*output, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &output{format: format, w: w, name: name}, nil
+	path := f.out
+	if path == "-" {
+		path = ""
+	}
+	return &output{format: format, w: w, name: name, path: path}, nil
 }
 
 // Close closes the output file.
@@ -94,47 +99,46 @@ func (o *output) Close() error {
 	return nil
 }
 
+// waitOptions say how waitAndWrite waits and what its summary says.
+type waitOptions struct {
+	// resumable: the job goes on when this process stops waiting (it is
+	// not on this process's embedded NATS server), so stopping says how
+	// to collect it later.
+	resumable bool
+	// timeout bounds the wait (job.wait_timeout); 0 waits as long as it
+	// takes.
+	timeout time.Duration
+	// timed: this process followed the job from its submission (submit
+	// --wait, solve), so the summary gives its time and rate. A later
+	// 'job wait' does not know when the job's last result came.
+	timed bool
+}
+
 // waitAndWrite follows job id (producer.Follow) with a progress bar on a
 // terminal, writing its results in input order to out as they come, then
-// a summary on stderr. It returns an exit status error when some results
-// are not unique. When ctx ends while waiting, it says how to resume
-// (when resumable) or that the job stopped.
-func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *slog.Logger, id string, out *output, resumable bool) error {
+// a summary on stderr. While NATS does not answer, the bar says what it
+// waits for ("waiting: NATS unreachable since 12:03:04"); without a
+// terminal that is logged once per outage, and its end too. It returns
+// an exit status error when some results are not unique. When ctx ends,
+// or wo.timeout passes, while waiting, it says how to resume (when
+// resumable) or that the job stopped.
+func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *slog.Logger, id string, out *output, wo waitOptions) error {
 	stderr := cmd.ErrOrStderr()
-	start := time.Now()
-	var bar *progress
-	var last producer.Progress
+	wctx := ctx
+	if wo.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, wo.timeout)
+		defer cancel()
+	}
+	d := &waitDisplay{log: log, newBar: func() *progress { return newProgress(stderr, "solving", -1) }}
 	w := result.NewWriter(out.w, out.format)
 	var sum result.Summary
-	rec, err := producer.Follow(ctx, conn.Queue, id, func(r result.Result) error {
+	rec, err := producer.Follow(wctx, conn.Queue, id, func(r result.Result) error {
 		sum.Add(r)
 		return w.Write(r)
-	}, producer.FollowOptions{Full: out.format == result.JSONL, Logger: log, Progress: func(p producer.Progress) {
-		if bar == nil {
-			if bar = newProgress(stderr, "solving", -1); bar == nil {
-				bar = &progress{} // not a terminal: nothing to draw
-			}
-		}
-		if p.Record.State != job.Publishing && last.Record.State == job.Publishing {
-			bar.SetTotal(int(p.Record.Lines))
-		}
-		if p.Waiting != last.Waiting {
-			if p.Waiting != "" {
-				bar.Describe("waiting: " + p.Waiting)
-				if bar.bar == nil {
-					log.Warn("waiting: " + p.Waiting)
-				}
-			} else {
-				bar.Describe("solving")
-				if bar.bar == nil && last.Waiting != "" {
-					log.Info("no longer waiting: results are coming in again")
-				}
-			}
-		}
-		bar.Set(int(p.Lines))
-		last = p
-	}})
-	bar.Close()
+	}, producer.FollowOptions{Full: out.format == result.JSONL, Logger: log, Progress: d.update})
+	d.bar.Close()
+	last := d.last
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
@@ -142,43 +146,145 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 		err = cerr
 	}
 	if err != nil {
-		if ctx.Err() != nil && !resumable {
-			fmt.Fprintf(stderr, "interrupted: job %s stopped with %d of %d results written\n", id, last.Lines, last.Record.Lines)
-			return &exitError{code: ExitInterrupted}
+		if rec.ID == "" {
+			rec = last.Record
 		}
-		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "stopped waiting; job %s keeps running (%d of %d results written). Resume with:\n  sudoku job wait %s\n",
-				id, last.Lines, last.Record.Lines, id)
+		written := writtenOf(int64(sum.Total()), &rec)
+		switch {
+		case ctx.Err() != nil && !wo.resumable:
+			fmt.Fprintf(stderr, "interrupted: job %s stopped with %s\n", id, written)
 			return &exitError{code: ExitInterrupted}
+		case ctx.Err() != nil:
+			fmt.Fprintf(stderr, "stopped waiting; job %s keeps running (%s). Resume with:\n  %s\n", id, written, resumeCommand(id, out))
+			return &exitError{code: ExitInterrupted}
+		case wctx.Err() != nil && wo.resumable:
+			fmt.Fprintf(stderr, "gave up waiting after %s (job.wait_timeout); job %s keeps running (%s). Resume with:\n  %s\n",
+				roundDuration(wo.timeout), id, written, resumeCommand(id, out))
+			return &exitError{code: ExitTimeout}
+		case wctx.Err() != nil:
+			fmt.Fprintf(stderr, "gave up waiting after %s (job.wait_timeout): job %s stopped with %s\n", roundDuration(wo.timeout), id, written)
+			return &exitError{code: ExitTimeout}
 		}
 		return jobError(id, err)
 	}
-	elapsed := time.Since(start)
-	if !rec.Created.IsZero() && !rec.Finished.IsZero() && rec.Finished.After(rec.Created) {
-		elapsed = rec.Finished.Sub(rec.Created)
-	}
-	fmt.Fprintf(stderr, "job %s: %s in %s (%.0f/s): %s%s\n", id, result.Puzzles(sum.Total()),
-		roundDuration(elapsed), float64(sum.Total())/max(elapsed.Seconds(), 1e-9), sum.Counts(), sources(&rec))
+	fmt.Fprintln(stderr, summary(id, &rec, &sum, wo.timed, time.Now()))
 	if !sum.OK() {
 		return &exitError{code: ExitFailure}
 	}
 	return nil
 }
 
-// sources says where a job's answers came from besides the workers:
-// " (12 cached, 3 repeated, 1 invalid)", or "".
-func sources(r *job.Record) string {
-	var parts []string
-	for _, p := range []struct {
-		n    int64
-		what string
-	}{{r.Cached, "cached"}, {r.Repeated, "repeated"}, {r.Invalid, "invalid"}} {
-		if p.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+// waitDisplay shows the progress of a job followed to its end: a bar on a
+// terminal, with what it waits for, if anything; without a terminal, a
+// log line when an outage starts and one when it ends.
+type waitDisplay struct {
+	log      *slog.Logger
+	newBar   func() *progress // nil when not on a terminal
+	bar      *progress
+	last     producer.Progress
+	totalSet bool
+}
+
+// update shows p (a producer.FollowOptions.Progress).
+func (d *waitDisplay) update(p producer.Progress) {
+	if d.bar == nil {
+		if d.bar = d.newBar(); d.bar == nil {
+			d.bar = &progress{} // not a terminal: nothing to draw
 		}
 	}
-	if len(parts) == 0 {
+	if !d.totalSet && p.Record.State != job.Publishing && p.Record.State != "" {
+		d.bar.SetTotal(int(p.Record.Lines))
+		d.totalSet = true
+	}
+	switch {
+	case p.Waiting != "" && p.Waiting != d.last.Waiting:
+		d.bar.Describe("waiting: " + p.Waiting)
+		// Once per outage, however its cause is worded.
+		if d.bar.bar == nil && d.last.Waiting == "" {
+			d.log.Warn("waiting: " + p.Waiting)
+		}
+	case p.Waiting == "" && d.last.Waiting != "":
+		d.bar.Describe("solving")
+		if d.bar.bar == nil {
+			d.log.Info("no longer waiting: NATS answers again")
+		}
+	}
+	d.bar.Set(int(p.Lines))
+	d.last = p
+}
+
+// writtenOf says how many of a job's results were written: "12 of 40
+// results written", or "12 results written of the 40 lines submitted so
+// far" while its producer still publishes.
+func writtenOf(n int64, r *job.Record) string {
+	if r.State == job.Publishing || r.State == "" {
+		return fmt.Sprintf("%d results written of the %d lines submitted so far", n, r.Lines)
+	}
+	return fmt.Sprintf("%d of %d results written", n, r.Lines)
+}
+
+// resumeCommand is the command that collects job id's results again from
+// the first, to the same output in the same format.
+func resumeCommand(id string, out *output) string {
+	cmd := "sudoku job wait"
+	if out.format != result.Text {
+		cmd += " --format " + string(out.format)
+	}
+	if out.path != "" {
+		cmd += " --out " + shellQuote(out.path)
+	}
+	return cmd + " " + id
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// summary is the last line of a job followed to its end:
+//
+//	job ID: 46 puzzles in 1.2s (38/s): 43 unique, 3 invalid (30 from the workers, 10 from the cache, 3 repeats of earlier lines)
+//
+// The time, from the job's creation to when it was marked finished (or
+// now, when it could not be), and the rate only when timed.
+func summary(id string, r *job.Record, sum *result.Summary, timed bool, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s: %s", id, result.Puzzles(sum.Total()))
+	if timed && !r.Created.IsZero() {
+		end := now
+		if r.Finished.After(r.Created) {
+			end = r.Finished
+		}
+		elapsed := end.Sub(r.Created)
+		fmt.Fprintf(&b, " in %s (%.0f/s)", roundDuration(elapsed), float64(sum.Total())/max(elapsed.Seconds(), 1e-9))
+	}
+	fmt.Fprintf(&b, ": %s%s", sum.Counts(), sources(r))
+	return b.String()
+}
+
+// sources says where a job's answers came from, when not all from the
+// workers: " (30 from the workers, 10 from the cache, 3 repeats of
+// earlier lines)", or "". Invalid lines are in the counts by status
+// already.
+func sources(r *job.Record) string {
+	if r.Cached == 0 && r.Repeated == 0 {
 		return ""
+	}
+	var parts []string
+	if r.Queued > 0 {
+		parts = append(parts, fmt.Sprintf("%d from the workers", r.Queued))
+	}
+	if r.Cached > 0 {
+		parts = append(parts, fmt.Sprintf("%d from the cache", r.Cached))
+	}
+	switch {
+	case r.Repeated == 1:
+		parts = append(parts, "1 repeat of an earlier line")
+	case r.Repeated > 1:
+		parts = append(parts, fmt.Sprintf("%d repeats of earlier lines", r.Repeated))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -57,5 +57,5 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 		}
 		return fmt.Errorf("solve %s: %w", name, err)
 	}
-	return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, conn.Embedded == nil)
+	return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true})
 }

@@ -30,8 +30,12 @@ without a worker, the rest go to NATS JetStream in batches. The job's
 record and results live in JetStream; prints the job id.
 
 With --wait, stays until the job is done, writing the results in input
-order as they come, like 'sudoku solve --local'. Interrupted while waiting,
-the job keeps running: 'sudoku job wait ID' collects it later.`,
+order as they come, like 'sudoku solve --local', then a summary on standard
+error. While NATS does not answer, it says so (on the progress bar, or
+logged once per outage) and goes on waiting. Interrupted while waiting
+(exit status 130), or when job.wait_timeout (--job-wait-timeout) has passed
+(exit status 124), the job keeps running: 'sudoku job wait ID' collects
+it later.`,
 		Example: `  sudoku submit puzzles.txt
   sudoku submit --wait --out solutions.txt puzzles.txt`,
 		Args: cobra.MaximumNArgs(1),
@@ -69,7 +73,7 @@ the job keeps running: 'sudoku job wait ID' collects it later.`,
 				fmt.Fprintln(cmd.OutOrStdout(), sub.ID)
 				return nil
 			}
-			return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, true)
+			return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout, timed: true})
 		},
 	}
 	of.add(cmd)
