@@ -312,14 +312,19 @@ compare() {
 
 # jobfail NAME ID MESSAGE: show what submit, the job and the dead-letter
 # stream say, then fail.
-jobfail() {
+# dump_producers: a producer still running: where is it stuck? Go prints
+# its goroutines on SIGQUIT, to the standard error that compose hands to
+# the job's .err file.
+dump_producers() {
   local c dumped=
-  # A producer still running: where it is stuck. Go prints its goroutines
-  # on SIGQUIT, to the standard error that compose hands to NAME.err.
   for c in $(docker ps -q --filter "label=com.docker.compose.project=$project" --filter label=com.docker.compose.oneoff=True); do
     docker kill -s QUIT "$c" >/dev/null 2>&1 && dumped=1
   done
-  [ -n "$dumped" ] && sleep 2
+  if [ -n "$dumped" ]; then sleep 2; fi
+}
+
+jobfail() {
+  dump_producers
   echo "----- $1: submit's standard error (the goroutine dump cut to the project's frames)"
   awk '/^SIGQUIT/ { dump = 1; print; next }
        !dump && !/^Creating / { print; next }
@@ -430,6 +435,7 @@ while kill -0 "$job2_pid" 2>/dev/null; do
   if [ $(($(date +%s) - t_last)) -ge 60 ]; then
     log "job 2 progress after the kill (seconds:done):$progress"
     if [ "$last" = "$N2" ]; then
+      dump_producers
       # Are the results all there for another reader?
       wrc=0
       timeout 60 docker exec "$worker" /usr/local/bin/sudoku job wait "$id2" >"$tmp/job2.wait" 2>"$tmp/job2.wait.err" || wrc=$?
