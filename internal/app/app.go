@@ -152,6 +152,10 @@ type OpenOptions struct {
 	// AllowMemoryCache uses an in-process cache when Redis cannot be
 	// reached at start-up (and cache.memory_fallback is on).
 	AllowMemoryCache bool
+	// UpdateQueue brings the streams, bucket and consumer that exist to
+	// the configuration (queue.Options.Update): for workers, which own
+	// them. Other commands use them as they are.
+	UpdateQueue bool
 }
 
 // Open connects to NATS (or starts the embedded server) and sets the queue
@@ -240,7 +244,9 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 	if c.JS, err = jetstream.New(c.NC, jetstream.WithPublishAsyncMaxPending(cfg.Queue.PublishMaxPending)); err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
-	c.Queue, err = setupQueue(ctx, c.JS, QueueOptions(cfg.Queue, cfg.Job.ResultTTL), log)
+	qo := QueueOptions(cfg.Queue, cfg.Job.ResultTTL)
+	qo.Update = oo.UpdateQueue || c.Embedded != nil
+	c.Queue, err = setupQueue(ctx, c.JS, qo, log)
 	if err != nil {
 		return jetStreamError(cfg.NATS.URL, err)
 	}

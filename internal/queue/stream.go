@@ -14,6 +14,8 @@
 //	P.dlq.<reason>            dead letters (dead-letter stream)
 //	P.solve                   one puzzle, request/reply (the workers' NATS
 //	                          micro service "sudoku")
+//	P.submit, P.status        a bulk job, its status: request/reply (the
+//	                          same service; docs/protocol.md)
 //	P.events.<job>            a worker's note of each batch done (core NATS,
 //	                          not stored: for dashboards)
 //
@@ -71,6 +73,12 @@ type Options struct {
 	// Duplicates is the window in which a Nats-Msg-Id seen before is dropped
 	// (default 2 minutes).
 	Duplicates time.Duration
+	// Update makes Setup change the streams, bucket and consumer that
+	// exist already to match these Options (workers do). Without it,
+	// Setup uses them as they are and creates only what is missing, so
+	// that a client with other settings (replicas, ack wait) never
+	// rewrites what a deployment shares.
+	Update bool
 }
 
 func (o *Options) defaults() {
@@ -154,6 +162,14 @@ type Event struct {
 // SolveSubject is the subject of the micro service's solve endpoint.
 func (o Options) SolveSubject() string { o.defaults(); return o.Prefix + ".solve" }
 
+// SubmitSubject is the subject of the micro service's submit endpoint (a
+// bulk job over NATS alone, see internal/service).
+func (o Options) SubmitSubject() string { o.defaults(); return o.Prefix + ".submit" }
+
+// StatusSubject is the subject of the micro service's status endpoint (a
+// job's state and counts).
+func (o Options) StatusSubject() string { o.defaults(); return o.Prefix + ".status" }
+
 // ServiceName is the name of the workers' NATS micro service.
 const ServiceName = "sudoku"
 
@@ -176,9 +192,10 @@ type Queue struct {
 	Jobs jetstream.KeyValue
 }
 
-// Setup creates or updates the work stream and its consumer, the results
-// stream, the jobs bucket and the dead-letter stream. It is idempotent:
-// every worker and producer calls it at start-up.
+// Setup creates the work stream and its consumer, the results stream,
+// the jobs bucket and the dead-letter stream when they are missing, and
+// with Options.Update also brings existing ones to these Options. It is
+// idempotent: every worker and producer calls it at start-up.
 func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, error) {
 	o.defaults()
 	storage := jetstream.FileStorage
@@ -186,7 +203,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		storage = jetstream.MemoryStorage
 	}
 	q := &Queue{JS: js, Opts: o}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if _, err := o.stream(ctx, js, jetstream.StreamConfig{
 		Name:        o.Stream,
 		Description: "sudoku-queue: batches of puzzles to solve",
 		Subjects:    []string{o.Prefix + ".jobs.>"},
@@ -195,13 +212,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		Replicas:    o.Replicas,
 		MaxAge:      o.MaxAge,
 		MaxMsgSize:  o.MaxMsgBytes,
-		Duplicates:  o.Duplicates,
+		Duplicates:  o.duplicates(o.MaxAge),
 		Discard:     jetstream.DiscardNew, // a full queue refuses work rather than lose it
 	}); err != nil {
-		return nil, fmt.Errorf("queue: create stream %s: %w", o.Stream, err)
+		return nil, err
 	}
 	var err error
-	q.Results, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if q.Results, err = o.stream(ctx, js, jetstream.StreamConfig{
 		Name:        o.ResultsStream(),
 		Description: "sudoku-queue: the results of each job, one message per batch",
 		Subjects:    []string{o.Prefix + ".results.>"},
@@ -213,12 +230,11 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		// last sequence of 0 for the subject, so the first result stays.
 		MaxMsgsPerSubject: 1,
 		AllowDirect:       true,
-		Duplicates:        o.Duplicates,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("queue: create stream %s: %w", o.ResultsStream(), err)
+		Duplicates:        o.duplicates(o.Retention),
+	}); err != nil {
+		return nil, err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if _, err := o.stream(ctx, js, jetstream.StreamConfig{
 		Name:        o.DLQStream,
 		Description: "sudoku-queue: messages that could not be processed",
 		Subjects:    []string{o.Prefix + ".dlq.>"},
@@ -226,25 +242,28 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		Storage:     storage,
 		Replicas:    o.Replicas,
 	}); err != nil {
-		return nil, fmt.Errorf("queue: create stream %s: %w", o.DLQStream, err)
+		return nil, err
 	}
-	kvStorage := jetstream.FileStorage
-	if o.Memory {
-		kvStorage = jetstream.MemoryStorage
-	}
-	if q.Jobs, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv := jetstream.KeyValueConfig{
 		Bucket:      o.JobsBucket(),
 		Description: "sudoku-queue: job records and manifests",
 		History:     1,
 		TTL:         o.Retention,
-		Storage:     kvStorage,
+		Storage:     storage,
 		Replicas:    o.Replicas,
-	}); err != nil {
+	}
+	if o.Update {
+		q.Jobs, err = js.CreateOrUpdateKeyValue(ctx, kv)
+	} else if q.Jobs, err = js.KeyValue(ctx, kv.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		if q.Jobs, err = js.CreateKeyValue(ctx, kv); errors.Is(err, jetstream.ErrBucketExists) {
+			q.Jobs, err = js.KeyValue(ctx, kv.Bucket) // created meanwhile
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("queue: create bucket %s: %w", o.JobsBucket(), err)
 	}
-	name := o.Consumer + "-bulk"
-	if q.Work, err = js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
-		Durable:       name,
+	cc := jetstream.ConsumerConfig{
+		Durable:       o.Consumer + "-bulk",
 		Description:   "sudoku-queue workers, shared by every worker process",
 		FilterSubject: o.WorkFilter(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -252,10 +271,45 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		MaxDeliver:    o.MaxDeliver,
 		MaxAckPending: o.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}); err != nil {
-		return nil, fmt.Errorf("queue: create consumer %s on %s: %w", name, o.Stream, err)
+	}
+	if o.Update {
+		q.Work, err = js.CreateOrUpdateConsumer(ctx, o.Stream, cc)
+	} else if q.Work, err = js.Consumer(ctx, o.Stream, cc.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if q.Work, err = js.CreateConsumer(ctx, o.Stream, cc); errors.Is(err, jetstream.ErrConsumerExists) {
+			q.Work, err = js.Consumer(ctx, o.Stream, cc.Durable)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: create consumer %s on %s: %w", cc.Durable, o.Stream, err)
 	}
 	return q, nil
+}
+
+// duplicates is the duplicate window of a stream whose messages live
+// maxAge (0: for ever): JetStream wants it no longer than that.
+func (o Options) duplicates(maxAge time.Duration) time.Duration {
+	if maxAge > 0 {
+		return min(o.Duplicates, maxAge)
+	}
+	return o.Duplicates
+}
+
+// stream returns the stream cfg names: created when missing, updated to
+// cfg when it exists and o.Update is set, else as it is.
+func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	var s jetstream.Stream
+	var err error
+	if o.Update {
+		s, err = js.CreateOrUpdateStream(ctx, cfg)
+	} else if s, err = js.Stream(ctx, cfg.Name); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, cfg.Name) // created meanwhile
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: create stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
 }
 
 // Delete removes the streams and the bucket (and so the consumers); tests
