@@ -44,6 +44,17 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
+// messageError is an error worded for people, instead of err's own text,
+// that still matches err (errors.Is, errors.As).
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+
+func (e *messageError) Unwrap() error { return e.err }
+
 // usageErrorf returns a usage error (exit status 2) with a formatted
 // message; %w wraps as in fmt.Errorf.
 func usageErrorf(format string, args ...any) error {

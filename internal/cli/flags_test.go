@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -134,4 +136,70 @@ func TestFlagsAreHonoured(t *testing.T) {
 			t.Errorf("exit %d, %q; want 20 lines in 3 batches of at most 7", code, stderr)
 		}
 	})
+}
+
+// TestMessagesForPeople: what the commands print when something is wrong
+// names what a user knows (the setting, the file, NATS, Redis, the
+// worker, the job), once, with the exit status for it; not a Go package
+// or call.
+func TestMessagesForPeople(t *testing.T) {
+	noServices(t)
+	dead := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	badConfig := tempFile(t, "bad.yaml", "nats:\n  urll: x\nqueue:\n  batch_size: abc\n")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	embedded := []string{"SUDOKU_NATS_EMBEDDED=true"}
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string // a line of stderr, whole
+	}{
+		{"settings", nil, []string{"job", "list", "--config", badConfig}, ExitUsage, "sudoku job list: configuration: 2 problems:\n" +
+			"  nats.urll (from " + badConfig + "): unknown key (did you mean nats.url?)\n" +
+			"  queue.batch_size = \"abc\" (from " + badConfig + "): must be an integer\n"},
+		{"a setting", []string{"SUDOKU_WORKER_CONCURRENCY=-1"}, []string{"gen", "--from", clue17, "-n", "1"}, ExitUsage,
+			"sudoku gen: configuration: worker.concurrency = -1 (from $SUDOKU_WORKER_CONCURRENCY): must be >= 0\n"},
+		{"config file", nil, []string{"--config", missing, "job", "list"}, ExitUsage,
+			"sudoku job list: config file " + missing + ": no such file or directory\n"},
+		{"input file", nil, []string{"submit", missing}, ExitUsage, "sudoku submit: input file " + missing + ": no such file or directory\n"},
+		{"format", nil, []string{"get", "--format", "xml", unique}, ExitUsage, "sudoku get: --format \"xml\": want text or jsonl\n"},
+		{"NATS down", nil, []string{"job", "list", "--nats-url", "nats://" + dead}, ExitFailure, "sudoku job list: cannot connect to NATS at nats://" + dead},
+		{"Redis down", nil, []string{"get", "--redis-addrs", dead, unique}, ExitFailure, "sudoku get: Redis at " + dead},
+		{"unknown job", embedded, []string{"job", "status", "06h2nojob"}, ExitFailure,
+			"sudoku job status: no job 06h2nojob (never submitted, removed, or expired)\n"},
+		{"no worker", embedded, []string{"get", "--solve", unique}, ExitFailure, "sudoku get: no worker is running on this queue (none serves sudoku.solve)\n"},
+		{"not cached", embedded, []string{"get", "--solve=false", "--redis-addrs", testenv.RedisAddr(), strings.Repeat("0", 64)}, ExitFailure,
+			"sudoku get: key " + strings.Repeat("0", 64) + " is not in the cache\n"},
+		{"metrics address busy", embedded, []string{"worker", "--metrics-addr", busy.Addr().String()}, ExitFailure,
+			"sudoku worker: cannot listen on metrics.addr " + busy.Addr().String() + ": address already in use\n"},
+		{"no worker endpoint", nil, []string{"worker", "health", "--metrics-addr", dead}, ExitFailure,
+			"sudoku worker health: no worker answers on metrics.addr " + dead + " (GET http://" + dead + "/healthz: connection refused)\n"},
+	}
+	// "cache: Redis lookups failing" is about the cache, not a package.
+	pkg := regexp.MustCompile(`\b(app|producer|queue|job|config|cli|worker|input|result|metrics|embedded|gen|local|solver): `)
+	command := regexp.MustCompile(`(?m)^sudoku( [a-z]+)*: `)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, kv := range tt.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			if tt.name == "not cached" {
+				testenv.Redis(t) // skip when there is no Redis
+			}
+			code, _, stderr := run(t, context.Background(), "", tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d and:\n%s", code, stderr, tt.code, tt.want)
+			}
+			if m := pkg.FindString(command.ReplaceAllString(stderr, "")); m != "" {
+				t.Errorf("stderr names the Go package %q:\n%s", m, stderr)
+			}
+		})
+	}
 }

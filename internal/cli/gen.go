@@ -50,7 +50,7 @@ small (16 to 32 bytes per puzzle, to keep them distinct) whatever N.`,
 			}
 			f, err := os.Open(from)
 			if err != nil {
-				return usageErrorf("--from: %w", err)
+				return usageErrorf("--from %s: %w", from, pathless(err))
 			}
 			defer f.Close()
 			bases, err := gen.ReadBases(f)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
@@ -38,9 +39,9 @@ and the answer awaited.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			format, err := result.ParseFormat(format)
+			rf, err := result.ParseFormat(format)
 			if err != nil {
-				return usageErrorf("--format: %w", err)
+				return usageErrorf("--format %q: want %s or %s", format, result.Text, result.JSONL)
 			}
 			arg := strings.TrimSpace(args[0])
 			var key, puzzle string
@@ -50,7 +51,7 @@ and the answer awaited.`,
 				g, err := solver.Parse(arg)
 				if err != nil {
 					r := result.Invalid(0, arg, err)
-					return writeOne(cmd, format, r)
+					return writeOne(cmd, rf, r)
 				}
 				key, puzzle = g.Key(), g.String()
 			}
@@ -68,23 +69,34 @@ and the answer awaited.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			what := "the puzzle (key " + key + ")"
+			if puzzle == "" {
+				what = "key " + key
+			}
 			hits, ok := conn.Cache.Lookup(ctx, []job.Key{k})
 			if !ok && !solve {
-				return fmt.Errorf("%s: Redis did not answer the lookup", key)
+				return fmt.Errorf("Redis did not answer the lookup of %s", what)
 			}
 			if hits != nil && hits[0] != nil {
-				return writeOne(cmd, format, hits[0].Result(0, key))
+				return writeOne(cmd, rf, hits[0].Result(0, key))
 			}
 			if !solve {
-				return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not in the cache", key)}
+				return &exitError{code: ExitFailure, err: fmt.Errorf("%s is not in the cache", what)}
 			}
 			tctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			r, err := SolveInteractive(tctx, conn, puzzle)
+			if errors.Is(err, producer.ErrNoAnswer) && ctx.Err() == nil {
+				if errors.Is(err, nats.ErrNoResponders) {
+					return &messageError{fmt.Sprintf("no worker is running on this queue (none serves %s)",
+						conn.Queue.Opts.SolveSubject()), err}
+				}
+				return &messageError{fmt.Sprintf("no worker answered within %s (--timeout); are the workers busy or stopped?", timeout), err}
+			}
 			if err != nil {
 				return err
 			}
-			return writeOne(cmd, format, r)
+			return writeOne(cmd, rf, r)
 		},
 	}
 	cmd.Flags().BoolVar(&solve, "solve", false, "when not cached, have a worker solve it and wait")
@@ -111,11 +123,7 @@ func writeOne(cmd *cobra.Command, format result.Format, r result.Result) error {
 }
 
 // SolveInteractive asks the workers' solve endpoint for one puzzle's
-// result (producer.Solve on conn's queue), words its errors for people.
+// result (producer.Solve on conn's queue).
 func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string) (result.Result, error) {
-	r, err := producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, false)
-	if errors.Is(err, producer.ErrNoAnswer) {
-		return r, fmt.Errorf("no worker answered within the timeout (is a worker running?): %w", err)
-	}
-	return r, err
+	return producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, false)
 }

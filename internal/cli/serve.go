@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"net"
 
 	"github.com/spf13/cobra"
@@ -66,7 +65,7 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 			}
 			ln, err := net.Listen("tcp", cfg.Serve.Addr)
 			if err != nil {
-				return fmt.Errorf("serve: listen on serve.addr %s: %w", cfg.Serve.Addr, err)
+				return listenError("serve.addr", cfg.Serve.Addr, err)
 			}
 			srv, err := httpapi.New(conn.Queue, conn.Cache, httpapi.Options{
 				Token:          cfg.Serve.Token.Reveal(),

@@ -25,9 +25,39 @@ import (
 func loadConfig(cmd *cobra.Command) (*config.Config, *slog.Logger, error) {
 	cfg, err := config.Load(config.LoadOptions{Flags: cmd.Flags()})
 	if err != nil {
-		return nil, nil, &exitError{code: ExitUsage, err: err}
+		return nil, nil, &exitError{code: ExitUsage, err: configError(err)}
 	}
 	return cfg, slog.New(cfg.Log.Handler(cmd.ErrOrStderr())), nil
+}
+
+// configError words the problems config.Load found: each bad setting
+// with its key, value and source, several one a line.
+//
+//	configuration: 2 problems:
+//	  nats.urll (from sudoku.yaml): unknown key (did you mean nats.url?)
+//	  queue.batch_size = "abc" (from sudoku.yaml): must be an integer
+func configError(err error) error {
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	msgs := make([]string, len(list))
+	settings := 0
+	for i, e := range list {
+		msgs[i] = e.Error()
+		var ce *config.Error
+		if errors.As(e, &ce) {
+			msgs[i] = strings.TrimPrefix(msgs[i], "config: ")
+			settings++
+		}
+	}
+	switch {
+	case len(msgs) > 1:
+		return &messageError{fmt.Sprintf("configuration: %d problems:\n  %s", len(msgs), strings.Join(msgs, "\n  ")), err}
+	case settings == 1:
+		return &messageError{"configuration: " + msgs[0], err}
+	}
+	return err // the file itself: "config file sudoku.yaml: ..."
 }
 
 // openConn loads the configuration and connects to NATS and the store.

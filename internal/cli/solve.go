@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"strconv"
@@ -210,14 +211,14 @@ func openInput(cmd *cobra.Command, args []string, count bool) (in io.ReadCloser,
 	name = args[0]
 	fi, err := os.Stat(name)
 	if err != nil {
-		return nil, "", 0, usageErrorf("input: %w", err)
+		return nil, "", 0, usageErrorf("input file %s: %w", name, pathless(err))
 	}
 	if fi.IsDir() {
-		return nil, "", 0, usageErrorf("input: %s is a directory", name)
+		return nil, "", 0, usageErrorf("input file %s is a directory", name)
 	}
 	file, err := os.Open(name)
 	if err != nil {
-		return nil, "", 0, usageErrorf("input: %w", err)
+		return nil, "", 0, usageErrorf("input file %s: %w", name, pathless(err))
 	}
 	total = -1
 	if count && fi.Mode().IsRegular() {
@@ -228,7 +229,7 @@ func openInput(cmd *cobra.Command, args []string, count bool) (in io.ReadCloser,
 		}
 		if _, err := file.Seek(0, io.SeekStart); err != nil {
 			file.Close()
-			return nil, "", 0, fmt.Errorf("input: %w", err)
+			return nil, "", 0, fmt.Errorf("input file %s: %w", name, pathless(err))
 		}
 	}
 	return file, name, total, nil
@@ -243,9 +244,20 @@ func createOutput(cmd *cobra.Command, name string) (io.WriteCloser, string, erro
 	}
 	f, err := os.Create(name)
 	if err != nil {
-		return nil, "", usageErrorf("--out: %w", err)
+		return nil, "", usageErrorf("--out %s: %w", name, pathless(err))
 	}
 	return f, name, nil
+}
+
+// pathless returns the cause of a *fs.PathError ("no such file or
+// directory") for a message that names the file itself, without Go's
+// "open" or "stat"; other errors as they are.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // sameFile reports whether the files named a and b both exist and are the

@@ -55,7 +55,7 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 		if ctx.Err() != nil {
 			return &exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while reading %s", name)}
 		}
-		return fmt.Errorf("solve %s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true})
 }

@@ -66,7 +66,7 @@ it later.`,
 			p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, force, first))
 			sub, err := p.Submit(ctx, input.NewReader(in))
 			if err != nil {
-				return fmt.Errorf("submit %s: %w", name, err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			reportSubmitted(cmd, &sub)
 			if !wait {

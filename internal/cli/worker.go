@@ -65,7 +65,7 @@ closes its connections and exits 0.`,
 				h := metrics.Handler(m.Registry(), stopping, metrics.NATSCheck(conn.NC))
 				// Bind before working, so a busy address fails the start.
 				if srv, err = metrics.Listen(cfg.Metrics.Addr, h); err != nil {
-					return fmt.Errorf("metrics.addr: %w", err)
+					return listenError("metrics.addr", cfg.Metrics.Addr, err)
 				}
 				log.Info("metrics: serving /metrics, /healthz and /readyz", "addr", srv.Addr())
 			}
@@ -137,7 +137,11 @@ container image, which has no curl or wget.`,
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				return err // says the method and URL
+				why := innermost(err).Error() // "connection refused"
+				if ctx.Err() != nil && cmd.Context().Err() == nil {
+					why = "no answer within 3s"
+				}
+				return &messageError{fmt.Sprintf("no worker answers on metrics.addr %s (GET %s: %s)", cfg.Metrics.Addr, url, why), err}
 			}
 			defer resp.Body.Close()
 			body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -145,7 +149,12 @@ container image, which has no curl or wget.`,
 				return fmt.Errorf("GET %s: %w", url, err)
 			}
 			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+				// The first line: the reason, not a whole page.
+				first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+				if len(first) > 200 {
+					first = first[:200] + "..."
+				}
+				return fmt.Errorf("GET %s: %s: %s", url, resp.Status, first)
 			}
 			_, err = cmd.OutOrStdout().Write(body)
 			return err
@@ -155,6 +164,24 @@ container image, which has no curl or wget.`,
 	config.AddKeyFlags(cmd.Flags(), keyMetricsAddr)
 	cmd.Flags().Lookup(config.FlagName(keyMetricsAddr)).Usage = "the worker's `host:port` to probe ($SUDOKU_METRICS_ADDR)"
 	return cmd
+}
+
+// listenError says that listening on addr, the value of the setting key,
+// failed, and the system's reason ("address already in use").
+func listenError(key, addr string, err error) error {
+	return &messageError{fmt.Sprintf("cannot listen on %s %s: %v", key, addr, innermost(err)), err}
+}
+
+// innermost returns the error at the end of err's chain: the system's
+// reason, without the Go calls that led to it.
+func innermost(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 // probeURL returns the URL of path on the endpoint listening on addr,
