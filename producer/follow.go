@@ -206,21 +206,25 @@ func (f *follower) run(ctx context.Context) error {
 	if f.complete() {
 		return nil
 	}
-	actx, cancel := context.WithTimeout(ctx, apiTimeout)
-	c, err := f.q.Results.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)},
-	})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("job %s: read results: %w", f.id, err)
+	open := func() (jetstream.MessagesContext, error) {
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		defer cancel()
+		c, err := f.q.Results.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
+		}
+		// A window in bytes, so that memory does not grow with the batch
+		// size.
+		return c.Messages(jetstream.PullMaxBytes(4 << 20))
 	}
-	// A window in bytes, so that memory does not grow with the batch size.
-	it, err := c.Messages(jetstream.PullMaxBytes(4 << 20))
+	it, err := open()
 	if err != nil {
-		return fmt.Errorf("job %s: read results: %w", f.id, err)
+		return err
 	}
-	defer it.Stop()
-	lastRead := time.Now()
+	defer func() { it.Stop() }()
+	lastRead, lastMsg := time.Now(), time.Now()
 	idle := 0
 	for !f.complete() {
 		if err := ctx.Err(); err != nil {
@@ -229,7 +233,7 @@ func (f *follower) run(ctx context.Context) error {
 		m, err := it.Next(jetstream.NextMaxWait(f.opts.Poll))
 		switch {
 		case err == nil:
-			idle = 0
+			idle, lastMsg = 0, time.Now()
 			f.setWaiting("")
 			if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
 				return err
@@ -242,10 +246,25 @@ func (f *follower) run(ctx context.Context) error {
 			idle++
 			f.unreachable(err)
 		}
-		if f.next < uint64(f.rec.Batches) && f.present[f.next] {
+		// The next batch, read by its subject: one the window left out,
+		// or, while nothing comes, one the consumer may have lost (a
+		// cluster that lost its stream leader can leave an ordered
+		// consumer waiting for ever).
+		if f.next < uint64(f.rec.Batches) && (f.present[f.next] || idle > 0) {
 			if err := f.fetch(ctx, f.next); err != nil {
 				return err
 			}
+		}
+		if idle > 0 && time.Since(lastMsg) > 10*f.opts.Poll {
+			// Long without a message: start the reader again.
+			it.Stop()
+			if it, err = open(); err != nil {
+				f.unreachable(err)
+				if it, err = open(); err != nil {
+					return err
+				}
+			}
+			lastMsg = time.Now()
 		}
 		if idle > 0 || time.Since(lastRead) > 5*f.opts.Poll {
 			// Nothing new: the record may have moved on (published,
@@ -360,6 +379,7 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 	if d, ok := f.manifest.Lookup(index); ok {
 		return d, true, nil
 	}
+	notFound := 0
 	for {
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		m, err := f.jobs.Manifest(actx, f.id, job.ManifestChunk(index))
@@ -370,7 +390,12 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 			return d, ok, nil
 		}
 		if errors.Is(err, job.ErrNotFound) {
-			return job.Digest{}, false, nil
+			// A replica may lag behind the leader: ask again a few times.
+			if notFound++; notFound > 3 {
+				return job.Digest{}, false, nil
+			}
+			time.Sleep(time.Duration(notFound) * 100 * time.Millisecond)
+			continue
 		}
 		if ctx.Err() != nil {
 			return job.Digest{}, false, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
@@ -446,7 +471,16 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 			return r, nil
 		}
 		if !errors.Is(err, job.ErrConflict) {
-			// The results were passed on; the record stays as it was.
+			if attempt < 4 && ctx.Err() == nil {
+				// JetStream may be electing a leader: try again soon.
+				select {
+				case <-time.After(time.Duration(attempt+1) * time.Second):
+				case <-ctx.Done():
+				}
+				continue
+			}
+			// The results were passed on; the record stays as it was
+			// (the next reader finishes it).
 			f.opts.Logger.Warn("producer: cannot mark the job finished", "job", f.id, "err", err)
 			f.rec.Counts = r.Counts
 			return f.rec, nil

@@ -25,7 +25,26 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 		// would not reach it.
 		return queue.ReasonMismatch, nil
 	}
-	m, err := w.mf.get(ctx, w.jobs, b.Job, job.ManifestChunk(b.Index))
+	// A replica of the jobs bucket may lag behind its leader by a few
+	// milliseconds (reads go to any replica): what is not found is asked
+	// again a few times before the batch is refused.
+	var m *job.Manifest
+	var err error
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		m, err = w.mf.get(ctx, w.jobs, b.Job, job.ManifestChunk(b.Index))
+		if err == nil && !m.Has(b.Index) {
+			err = job.ErrNotFound
+		}
+		if !errors.Is(err, job.ErrNotFound) || wait > time.Second {
+			break
+		}
+		w.mf.forget(b.Job, job.ManifestChunk(b.Index))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 	if errors.Is(err, job.ErrNotFound) {
 		_, _, rerr := w.jobs.Get(ctx, b.Job)
 		switch {
@@ -39,11 +58,7 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 	if err != nil {
 		return "", err
 	}
-	want, ok := m.Lookup(b.Index)
-	switch {
-	case !ok:
-		return queue.ReasonOutOfRange, nil
-	case want != d:
+	if want, _ := m.Lookup(b.Index); want != d {
 		return queue.ReasonMismatch, nil
 	}
 	return "", nil
@@ -115,6 +130,13 @@ type manifestCache struct {
 }
 
 const maxManifests = 4096
+
+// forget drops a manifest, so that the next get reads it again.
+func (c *manifestCache) forget(id string, chunk uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id+"/"+strconv.FormatUint(chunk, 10))
+}
 
 func (c *manifestCache) get(ctx context.Context, s *job.Store, id string, chunk uint64) (*job.Manifest, error) {
 	k := id + "/" + strconv.FormatUint(chunk, 10)

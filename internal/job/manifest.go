@@ -38,6 +38,12 @@ func (m *Manifest) Lookup(index uint64) (Digest, bool) {
 	return m.Digests[i], true
 }
 
+// Has reports whether m lists batch index.
+func (m *Manifest) Has(index uint64) bool {
+	_, ok := m.Lookup(index)
+	return ok
+}
+
 // Encode returns the stored form of m.
 func (m *Manifest) Encode() []byte {
 	b := make([]byte, 0, 1+DigestLen*len(m.Digests))
