@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
 
 // SolveRequest is the JSON form of a request to the solve endpoint; the
@@ -18,7 +22,8 @@ type SolveRequest struct {
 }
 
 // The error codes of the micro service's endpoints, in the Nats-Service-Error-Code
-// header.
+// header, with a description of the problem in Nats-Service-Error (see
+// docs/protocol.md).
 const (
 	// CodeBadRequest: the body is neither a puzzle nor a SolveRequest.
 	CodeBadRequest = "400"
@@ -26,7 +31,14 @@ const (
 	// the description says what and where, the body is the invalid result
 	// as JSON.
 	CodeInvalidPuzzle = "422"
-	// CodeUnavailable: the worker is stopping.
+	// CodeNotFound: the status endpoint knows no such job (never
+	// submitted, removed, or expired).
+	CodeNotFound = "404"
+	// CodeInternal: the request failed for a reason of the service's
+	// own (a job record it cannot read); the description says what.
+	CodeInternal = "500"
+	// CodeUnavailable: the worker is stopping, or JetStream did not answer
+	// (the description says what); the request may succeed later.
 	CodeUnavailable = "503"
 )
 
@@ -79,4 +91,187 @@ func ServiceErrorOf(m *nats.Msg) *ServiceError {
 		return nil
 	}
 	return &ServiceError{Code: code, Description: m.Header.Get(HdrServiceError), Data: m.Data}
+}
+
+// ProtocolVersion is the version of the micro service's protocol: its
+// endpoints' subjects, requests, replies and error codes, and where a
+// job's results are (docs/protocol.md says what a new version covers).
+// The micro service's metadata and each endpoint's carry it as
+// "protocol".
+const ProtocolVersion = 1
+
+// ServiceMetadata describes the queue a worker serves, for the micro
+// service's (and its endpoints') metadata: a tool that sees the "sudoku"
+// service of several queues on one NATS tells them apart by it.
+func ServiceMetadata(o Options) map[string]string {
+	o.defaults()
+	return map[string]string{
+		"protocol":       strconv.Itoa(ProtocolVersion),
+		"subject_prefix": o.Prefix,
+		"work_stream":    o.Stream,
+		"results_stream": o.ResultsStream(),
+		"dlq_stream":     o.DLQStream,
+		"jobs_bucket":    o.JobsBucket(),
+	}
+}
+
+// The forms of a job's results messages, as SubmitReply and StatusReply
+// name them.
+const (
+	// FormJSON: job.JSONResults, for clients in any language.
+	FormJSON = "json"
+	// FormBinary: the binary results batch of internal/job, for Go
+	// readers (producer.Follow).
+	FormBinary = "binary"
+)
+
+// SubmitRequest is the JSON form of a request to the submit endpoint; the
+// body may also be the puzzles as text, in any format internal/input
+// reads (one puzzle a line, or 9-line grids).
+type SubmitRequest struct {
+	// Puzzles are the job's puzzles: element i is line i+1 of the job
+	// (the line its result names). An empty element, or one starting with
+	// '#', is skipped like a blank or comment line.
+	Puzzles []string `json:"puzzles"`
+	// First stops at each puzzle's first solution.
+	First bool `json:"first,omitempty"`
+	// Force solves every puzzle, even those in the cache.
+	Force bool `json:"force,omitempty"`
+	// JSONResults publishes the results in the JSON form (the default:
+	// nil is true); false selects the binary form, for Go readers.
+	JSONResults *bool `json:"json_results,omitempty"`
+}
+
+// JSON reports whether the results are asked for in the JSON form.
+func (r *SubmitRequest) JSON() bool { return r.JSONResults == nil || *r.JSONResults }
+
+// ParseSubmitRequest reads the body of a submit request: a JSON object
+// (SubmitRequest), or else text, returned as it is (text is nil for a
+// JSON body). Every error is the client's: answer it with
+// CodeBadRequest.
+func ParseSubmitRequest(data []byte) (r SubmitRequest, text []byte, err error) {
+	t := bytes.TrimSpace(data)
+	if len(t) == 0 || t[0] != '{' {
+		return r, data, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, nil, fmt.Errorf("request is not puzzles as text nor a JSON object {\"puzzles\": [...], \"first\": false, \"force\": false, \"json_results\": true}: %w", err)
+	}
+	if dec.More() {
+		return r, nil, errors.New("request: unexpected data after the JSON object")
+	}
+	return r, nil, nil
+}
+
+// SubmitReply is the submit endpoint's reply: the job, what the
+// submission did with its lines, and where its results appear.
+type SubmitReply struct {
+	// Job is the job's id.
+	Job string `json:"job"`
+	// Lines is the number of puzzle lines read (one result each); Invalid
+	// of them are not puzzles, Cached were answered from the cache,
+	// Repeated repeat an earlier line (never with JSON results), and
+	// Queued went to the workers; the results come in Batches messages.
+	Lines    int64 `json:"lines"`
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	Batches  int64 `json:"batches"`
+	// InvalidLines are the first (up to 100) invalid lines.
+	InvalidLines []InvalidLine `json:"invalid_lines,omitempty"`
+	// Results says where the job's results appear.
+	Results ResultsInfo `json:"results"`
+}
+
+// InvalidLine is a line of a job that is not a puzzle: its number, its
+// text and why.
+type InvalidLine struct {
+	Line   int    `json:"line"`
+	Puzzle string `json:"puzzle"`
+	Error  string `json:"error"`
+}
+
+// ResultsInfo says where a job's results are: one message per batch, on
+// Filter's subjects (Prefix.results.<job>.<batch>) in Stream, in Form
+// (FormJSON or FormBinary).
+type ResultsInfo struct {
+	Stream string `json:"stream"`
+	Filter string `json:"filter"`
+	Form   string `json:"form"`
+}
+
+// ResultsOf returns where the results of job id are, in form.
+func (o Options) ResultsOf(id, form string) ResultsInfo {
+	return ResultsInfo{Stream: o.ResultsStream(), Filter: o.ResultsFilter(id), Form: form}
+}
+
+// StatusRequest is the JSON form of a request to the status endpoint; the
+// body may also be the job id alone, as text.
+type StatusRequest struct {
+	Job string `json:"job"`
+}
+
+// ParseStatusRequest reads the body of a status request and returns the
+// job id, checked for its form (not for its existence). Every error is
+// the client's: answer it with CodeBadRequest.
+func ParseStatusRequest(data []byte) (string, error) {
+	t := bytes.TrimSpace(data)
+	var r StatusRequest
+	if len(t) > 0 && t[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(t))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			return "", fmt.Errorf("request is not a job id nor a JSON object {\"job\": \"...\"}: %w", err)
+		}
+	} else {
+		r.Job = string(t)
+	}
+	if !job.ValidID(r.Job) {
+		s := r.Job
+		if len(s) > 40 {
+			s = s[:40] + "..."
+		}
+		return "", fmt.Errorf("job id %q: want the id the submit endpoint returned (up to %d lower-case letters a-v and digits)", s, job.MaxJobID)
+	}
+	return r.Job, nil
+}
+
+// StatusReply is the status endpoint's reply: a job's record and how far
+// its results are (producer.JobStatus).
+type StatusReply struct {
+	Job string `json:"job"`
+	// State is "publishing", "published", "finished" or "failed" (Error
+	// says why).
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// First, Force and JSONResults are what the job was asked to do.
+	First       bool `json:"first,omitempty"`
+	Force       bool `json:"force,omitempty"`
+	JSONResults bool `json:"json_results"`
+	// Lines ... Batches are as in SubmitReply (growing while the job is
+	// publishing).
+	Lines    int64 `json:"lines"`
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	Batches  int64 `json:"batches"`
+	// BatchesDone of Batches have their results, holding LinesDone lines;
+	// Counts are those results by status ("repeat": a repeated line whose
+	// original is in another batch, until the job is finished).
+	BatchesDone int64            `json:"batches_done"`
+	LinesDone   int64            `json:"lines_done"`
+	Counts      map[string]int64 `json:"counts"`
+	// Complete is set once every batch of a published (or finished) job
+	// has its results: a reader has them all.
+	Complete bool `json:"complete"`
+	// Created is when the job was submitted; Finished when a reader
+	// collected every result and marked it finished.
+	Created  time.Time  `json:"created"`
+	Finished *time.Time `json:"finished,omitempty"`
+	// Results says where the job's results appear.
+	Results ResultsInfo `json:"results"`
 }

@@ -1,0 +1,264 @@
+// Package service lets a client in any language run a bulk job over NATS
+// alone: it builds the submit and status endpoints that every worker adds
+// to its NATS micro service "sudoku", beside solve (see worker.Options.
+// Endpoints, and docs/protocol.md for the protocol).
+//
+//   - submit (queue.Options.SubmitSubject, P.submit): the request is the
+//     puzzles as text, or a JSON queue.SubmitRequest; the worker that
+//     gets it submits the job as producer.Submit does and replies with a
+//     queue.SubmitReply: the job's id, its counts, and where its results
+//     appear (a message per batch in the results stream, in the JSON form
+//     unless the request asked for the binary one).
+//   - status (P.status): the request is a job id, as text or a JSON
+//     queue.StatusRequest; the reply is a queue.StatusReply (from
+//     producer.JobStatus).
+//
+// A refused request gets a micro error: the Nats-Service-Error-Code
+// header holds one of the queue.Code* codes and Nats-Service-Error says
+// what is wrong. Each worker handles one request of each endpoint at a
+// time; the workers share the requests (the micro service's queue group).
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+	"github.com/sudoku-queue/sudoku-queue/worker"
+)
+
+// The endpoints' names, as 'nats micro info' lists them.
+const (
+	SubmitEndpoint = "submit"
+	StatusEndpoint = "status"
+)
+
+// Bounds of one request's work.
+const (
+	// submitTimeout bounds a submission: a request holds at most NATS's
+	// max_payload (1 MB by default) of puzzles.
+	submitTimeout = time.Minute
+	// statusTimeout bounds reading a job's record and its results'
+	// headers.
+	statusTimeout = 30 * time.Second
+)
+
+// Endpoints returns the submit and status endpoints of the micro service
+// for q: jobs are submitted as producer.New(q, c, opts) would (c may be
+// nil: no cache), each request's options (first, force, json_results)
+// replacing opts' own. log receives a line per job submitted (nil:
+// slog.Default()).
+func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.Logger) []worker.Endpoint {
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.Logger == nil {
+		opts.Logger = log
+	}
+	h := &handler{q: q, cache: c, opts: opts, log: log}
+	meta := func(desc string) map[string]string {
+		m := queue.ServiceMetadata(q.Opts)
+		m["description"] = desc
+		return m
+	}
+	return []worker.Endpoint{
+		{
+			Name:    SubmitEndpoint,
+			Subject: q.Opts.SubmitSubject(),
+			Handler: micro.HandlerFunc(h.submit),
+			Metadata: meta(`submit a bulk job: the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
+				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true}; ` +
+				`the reply is JSON: the job id, its counts and where its results appear`),
+		},
+		{
+			Name:     StatusEndpoint,
+			Subject:  q.Opts.StatusSubject(),
+			Handler:  micro.HandlerFunc(h.status),
+			Metadata: meta(`a job's state and counts: the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
+		},
+	}
+}
+
+// handler serves the endpoints.
+type handler struct {
+	q     *queue.Queue
+	cache *cache.Guard
+	opts  producer.Options
+	log   *slog.Logger
+}
+
+// submit answers a request of the submit endpoint.
+func (h *handler) submit(req micro.Request) {
+	sr, text, err := queue.ParseSubmitRequest(req.Data())
+	if err != nil {
+		refuse(req, queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
+	in, err := reader(&sr, text)
+	if err != nil {
+		refuse(req, queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
+	opts := h.opts
+	opts.FirstSolution, opts.Force, opts.JSONResults = sr.First, sr.Force, sr.JSON()
+	ctx, cancel := context.WithTimeout(context.Background(), submitTimeout)
+	defer cancel()
+	sub, err := producer.New(h.q, h.cache, opts).Submit(ctx, in)
+	if err != nil {
+		var data []byte
+		desc := "cannot submit the job: " + err.Error()
+		if errors.Is(err, producer.ErrSubmit) {
+			// The job exists, marked failed: say which.
+			data, _ = json.Marshal(map[string]string{"job": sub.ID, "state": string(job.Failed)})
+			desc = err.Error()
+		}
+		refuse(req, codeOf(err), desc, data)
+		return
+	}
+	form := queue.FormBinary
+	if opts.JSONResults {
+		form = queue.FormJSON
+	}
+	rep := queue.SubmitReply{Job: sub.ID, Lines: sub.Lines, Invalid: sub.Invalid, Cached: sub.Cached,
+		Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches, Results: h.q.Opts.ResultsOf(sub.ID, form)}
+	for _, r := range sub.InvalidLines {
+		rep.InvalidLines = append(rep.InvalidLines, queue.InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
+	}
+	h.log.Info("job submitted over NATS", "job", sub.ID, "lines", sub.Lines, "batches", sub.Batches, "form", form)
+	respond(req, &rep)
+}
+
+// respond answers req with v as JSON, without escaping '<', '>' and '&'
+// (the reply's subject filter ends in '>').
+func respond(req micro.Request, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		refuse(req, queue.CodeInternal, "cannot encode the reply: "+err.Error(), nil)
+		return
+	}
+	_ = req.Respond(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+}
+
+// reader returns the reader of a submit request's puzzles: text as a
+// file, or the JSON puzzles one a line. A request without any puzzle is
+// refused, before a job is created.
+func reader(sr *queue.SubmitRequest, text []byte) (*input.Reader, error) {
+	if text != nil {
+		if n, _ := input.Count(bytes.NewReader(text)); n == 0 {
+			return nil, errors.New("the request holds no puzzle: want puzzles as text (one a line, or 9-line grids) or JSON {\"puzzles\": [...]}")
+		}
+		return input.NewReader(bytes.NewReader(text)), nil
+	}
+	var b strings.Builder
+	for _, p := range sr.Puzzles {
+		b.WriteString(oneLine(p))
+		b.WriteByte('\n')
+	}
+	lines := b.String()
+	if n, _ := input.CountLines(strings.NewReader(lines)); n == 0 {
+		return nil, errors.New("the request holds no puzzle: \"puzzles\" is missing, empty, or holds only blank and comment lines")
+	}
+	return input.NewLineReader(strings.NewReader(lines)), nil
+}
+
+// oneLine returns a puzzle of a JSON request as one line, so that element
+// i stays line i+1: a 9-line grid in its one-line form; the line breaks
+// of anything else turned into spaces (its error then describes it as one
+// line).
+func oneLine(p string) string {
+	if !strings.ContainsAny(p, "\r\n") {
+		return p
+	}
+	if g, err := solver.Parse(p); err == nil {
+		return g.String()
+	}
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(p)
+}
+
+// status answers a request of the status endpoint.
+func (h *handler) status(req micro.Request) {
+	id, err := queue.ParseStatusRequest(req.Data())
+	if err != nil {
+		refuse(req, queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	st, err := producer.JobStatus(ctx, h.q, id)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		refuse(req, queue.CodeNotFound, fmt.Sprintf("no job %s (never submitted, removed, or expired)", id), nil)
+		return
+	case err != nil:
+		refuse(req, codeOf(err), fmt.Sprintf("job %s: %v", id, err), nil)
+		return
+	}
+	rep := statusReply(h.q.Opts, &st)
+	respond(req, &rep)
+}
+
+// statusReply converts a job's status.
+func statusReply(o queue.Options, st *producer.Status) queue.StatusReply {
+	r := &st.Record
+	form := queue.FormBinary
+	if r.Options.JSONResults {
+		form = queue.FormJSON
+	}
+	rep := queue.StatusReply{Job: r.ID, State: string(r.State), Error: r.Error,
+		First: r.Options.FirstSolution, Force: r.Options.Force, JSONResults: r.Options.JSONResults,
+		Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached, Repeated: r.Repeated, Queued: r.Queued,
+		Batches: r.Batches, BatchesDone: st.BatchesDone, LinesDone: st.LinesDone,
+		Counts:   make(map[string]int64, len(st.Counts)),
+		Complete: (r.State == job.Published || r.State == job.Finished) && st.BatchesDone >= r.Batches,
+		Created:  r.Created, Results: o.ResultsOf(r.ID, form)}
+	for k, n := range st.Counts {
+		rep.Counts[string(k)] = n
+	}
+	if !r.Finished.IsZero() {
+		f := r.Finished
+		rep.Finished = &f
+	}
+	return rep
+}
+
+// codeOf returns the error code for a failure of JetStream: 503 when it
+// did not answer (try again later), 500 otherwise.
+func codeOf(err error) string {
+	for _, e := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
+		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
+		jetstream.ErrNoHeartbeat} {
+		if errors.Is(err, e) {
+			return queue.CodeUnavailable
+		}
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == 503 {
+		return queue.CodeUnavailable
+	}
+	return queue.CodeInternal
+}
+
+// refuse answers req with a micro error. A header holds one line: the
+// description's line breaks become spaces.
+func refuse(req micro.Request, code, desc string, data []byte) {
+	desc = strings.Join(strings.Fields(desc), " ")
+	_ = req.Error(code, desc, data)
+}
