@@ -16,6 +16,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
@@ -355,6 +356,7 @@ func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 func startLocalWorker(ctx context.Context, opts worker.Options, log *slog.Logger, conn *app.Conn) (stop func()) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	opts.Logger = slog.New(quietHandler{log.Handler()})
+	opts.Endpoints = service.Endpoints(conn.Queue, conn.Cache, producer.Options{Logger: opts.Logger}, opts.Logger)
 	w := worker.New(conn.NC, conn.Queue, conn.Cache, opts)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()

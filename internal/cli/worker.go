@@ -15,6 +15,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
+	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
@@ -73,6 +74,7 @@ closes its connections and exits 0.`,
 			if m != nil {
 				opts.Observer = m
 			}
+			opts.Endpoints = service.Endpoints(conn.Queue, conn.Cache, producerOptions(cfg, log, false, false), log)
 			w := worker.New(conn.NC, conn.Queue, conn.Cache, opts)
 			if srv == nil {
 				return w.Run(ctx)
