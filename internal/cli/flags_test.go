@@ -6,11 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
@@ -201,5 +205,49 @@ func TestMessagesForPeople(t *testing.T) {
 				t.Errorf("stderr names the Go package %q:\n%s", m, stderr)
 			}
 		})
+	}
+}
+
+// TestConfigsREADMEFlags: the table of configs/README.md names, for each
+// setting's flag, the commands that define it.
+func TestConfigsREADMEFlags(t *testing.T) {
+	data, err := os.ReadFile("../../configs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string][]string{}
+	row := regexp.MustCompile("`--([a-z-]+)`: ([^|]+)")
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		for _, m := range row.FindAllStringSubmatch(line, -1) {
+			if strings.Contains(m[2], "every command") {
+				continue
+			}
+			for _, c := range strings.Split(m[2], ",") {
+				documented[m[1]] = append(documented[m[1]], strings.Trim(strings.TrimSpace(c), "`"))
+			}
+		}
+	}
+	defined := map[string][]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if slices.Contains(settingFlags, f.Name) && c.HasParent() {
+				path := strings.TrimPrefix(c.CommandPath(), "sudoku ")
+				defined[f.Name] = append(defined[f.Name], path)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCmd())
+	for _, name := range []string{"nats-url", "redis-addrs", "queue-batch-size", "worker-concurrency", "metrics-addr", "job-wait-timeout"} {
+		got, want := slices.Sorted(slices.Values(documented[name])), slices.Sorted(slices.Values(defined[name]))
+		if !slices.Equal(got, want) {
+			t.Errorf("configs/README.md: --%s on %q; the commands define it on %q", name, got, want)
+		}
 	}
 }

@@ -231,13 +231,20 @@ type ServeConfig struct {
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 }
 
-// JobConfig is about jobs submitted by a producer (keys job.*).
+// JobConfig is about jobs (keys job.*).
 type JobConfig struct {
-	// WaitTimeout bounds how long a producer waits for a job's results;
-	// 0 waits as long as it takes.
+	// WaitTimeout bounds how long 'sudoku submit --wait' and 'sudoku job
+	// wait' wait for a job's results; when it passes they stop waiting
+	// and exit with status 124, and the job goes on. 0 waits as long as
+	// it takes.
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
-	// ResultTTL is how long a job's bookkeeping (progress, result list)
-	// is kept after it finished; 0 keeps it.
+	// ResultTTL is how long a job's record and results are kept in
+	// JetStream: the results stream's MaxAge and the jobs bucket's TTL,
+	// so each is counted from when it was written (a batch's results
+	// from when it was solved, the record from its last change, such as
+	// the job's finish). 0 keeps them until 'sudoku job rm'. Workers
+	// bring existing streams to it when they start; other commands use
+	// it only to create the streams when they are missing.
 	ResultTTL time.Duration `mapstructure:"result_ttl"`
 }
 
