@@ -89,9 +89,9 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 	cmd.Flags().BoolVar(&embedded, "embedded", false, "run alone: embedded NATS, in-process workers, Redis or memory")
 	cmd.Flags().StringSliceVar(&cors, "cors-origin", nil, "allow browser calls from these `origins` (\"*\": any); default: CORS off")
 	config.AddKeyFlags(cmd.Flags(), keyNATSURL, keyRedisAddrs, keyBatchSize, keyWorkerConcurrency)
-	nats := cmd.Flags().Lookup(config.FlagName(keyNATSURL))
-	nats.Usage = "without --embedded, " + nats.Usage
-	workers := cmd.Flags().Lookup(config.FlagName(keyWorkerConcurrency))
-	workers.Usage = "with --embedded, " + workers.Usage
+	natsFlag := cmd.Flags().Lookup(config.FlagName(keyNATSURL))
+	natsFlag.Usage = "without --embedded, " + natsFlag.Usage
+	workersFlag := cmd.Flags().Lookup(config.FlagName(keyWorkerConcurrency))
+	workersFlag.Usage = "with --embedded, " + workersFlag.Usage
 	return cmd
 }
