@@ -276,7 +276,7 @@ func Default() *Config {
 			MaxDeliver:        5,
 			Backoff:           []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute},
 			MaxAckPending:     1024,
-			BatchSize:         256,
+			BatchSize:         1024,
 			MaxMessageBytes:   1 << 20,
 			DLQStream:         "SUDOKU_DLQ",
 			PublishMaxPending: 256,
@@ -293,6 +293,9 @@ func Default() *Config {
 			Addr:           "127.0.0.1:8080",
 			MaxBodyBytes:   64 << 20,
 			RequestTimeout: 30 * time.Second,
+		},
+		Job: JobConfig{
+			ResultTTL: 7 * 24 * time.Hour,
 		},
 	}
 }
