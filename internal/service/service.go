@@ -82,7 +82,7 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 			Subject: q.Opts.SubmitSubject(),
 			Handler: micro.HandlerFunc(h.submit),
 			Metadata: meta(`submit a bulk job: the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
-				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true}; ` +
+				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true} (results in JSON unless json_results is false); ` +
 				`the reply is JSON: the job id, its counts and where its results appear`),
 		},
 		{
