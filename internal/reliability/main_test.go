@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,12 +23,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/cli"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/gen"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -46,8 +51,8 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	clue17  = "testdata/17_clue_200.txt"
-	hardest = "testdata/hardest_200.txt" // ~0.1 ms each: jobs that last
+	clue17  = "testdata/17_clue_200.txt" // ~0.1 ms each under -race: quick jobs
+	hardest = "testdata/hardest_200.txt" // ~1 ms each under -race: jobs that last
 )
 
 // options describe the deployment a test gets.
@@ -59,12 +64,14 @@ type options struct {
 }
 
 // sys is the deployment under test: NATS and Redis (shared or private), a
-// stream, consumers, subjects and key prefix of its own, the settings
-// every sudoku process of the test gets, and clients for the test to look
-// with.
+// work stream, results stream, jobs bucket, dead-letter stream, consumer,
+// subjects and Redis key prefix of its own, the settings every sudoku
+// process of the test gets, and clients for the test to look with. Every
+// sudoku command runs as a child process (this test binary as the CLI),
+// so tests share nothing but the servers.
 type sys struct {
 	t           *testing.T
-	name        string // stream, consumer and subject prefix
+	name        string // streams, consumer and subject prefix
 	prefix      string // Redis key prefix
 	env         []string
 	nats        *testenv.Server // nil for the shared server
@@ -73,14 +80,13 @@ type sys struct {
 	natsURL     string
 	redisAddr   string
 	rdb         *redis.Client
-	store       *cache.Redis
 	nc          *nats.Conn
-	js          jetstream.JetStream
+	q           *queue.Queue // set up with the very options the processes get
+	batchSize   int
 	bin         string // the sudoku command: this test binary unless set
 }
 
-// newSys sets up a deployment for t. Its settings are also set in this
-// process's environment, for the commands a test runs in-process (run).
+// newSys sets up a deployment for t.
 func newSys(t *testing.T, o options) *sys {
 	t.Helper()
 	s := &sys{t: t, name: testenv.Name("rel"), bin: os.Args[0]}
@@ -115,28 +121,33 @@ func newSys(t *testing.T, o options) *sys {
 		"SUDOKU_WORKER_SHUTDOWN_TIMEOUT=5s",
 		"SUDOKU_LOG_LEVEL=info",
 	}, o.env...)
-	for _, kv := range s.env {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	cfg := s.config()
+	s.batchSize = cfg.Queue.BatchSize
 
 	// The test's own clients reconnect for ever, as the services do.
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.redisAddr, DialTimeout: time.Second, MaxRetries: -1})
-	s.store = cache.NewRedis(s.rdb, cache.RedisOptions{Prefix: s.prefix})
 	var err error
 	s.nc, err = nats.Connect(s.natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatalf("connect to %s: %v", s.natsURL, err)
 	}
-	if s.js, err = jetstream.New(s.nc); err != nil {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The same options as the processes', or each Setup would change the
+	// consumer back and forth.
+	if s.q, err = queue.Setup(ctx, js, app.QueueOptions(cfg.Queue, cfg.Job.ResultTTL)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if s.nats == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			for _, st := range []string{s.name, s.name + "_DLQ"} {
-				_ = s.js.DeleteStream(ctx, st)
+			if err := s.q.Delete(ctx); err != nil {
+				t.Logf("delete the test's streams: %v", err)
 			}
 		}
 		s.nc.Close()
@@ -148,22 +159,37 @@ func newSys(t *testing.T, o options) *sys {
 	return s
 }
 
-// run runs the sudoku command line in this process, with the deployment's
-// settings, and returns its exit status and output.
-func (s *sys) run(ctx context.Context, stdin string, args ...string) (code int, stdout, stderr string) {
-	var out, errOut bytes.Buffer
-	code = cli.Run(ctx, args, strings.NewReader(stdin), &out, &errOut)
-	return code, out.String(), errOut.String()
+// config returns the configuration the sudoku processes of s get.
+func (s *sys) config() *config.Config {
+	s.t.Helper()
+	m := map[string]string{}
+	for _, kv := range s.env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	cfg, err := config.Load(config.LoadOptions{Env: func(k string) (string, bool) { v, ok := m[k]; return v, ok }})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return cfg
 }
 
-// mustRun is run that fails the test unless the exit status is want.
+// run runs the sudoku command line to its end (at most d), with stdin as
+// its input, and returns its exit status and output.
+func (s *sys) run(d time.Duration, stdin string, args ...string) (code int, stdout, stderr string) {
+	s.t.Helper()
+	p := s.startIn("sudoku "+strings.Join(args, " "), strings.NewReader(stdin), nil, args...)
+	code = p.wait(d)
+	return code, p.stdout.String(), p.stderr.String()
+}
+
+// mustRun runs a command that must end within 2 minutes with exit status
+// want.
 func (s *sys) mustRun(want int, args ...string) (stdout, stderr string) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	code, stdout, stderr := s.run(ctx, "", args...)
+	code, stdout, stderr := s.run(2*time.Minute, "", args...)
 	if code != want {
-		s.t.Fatalf("sudoku %s: exit %d, want %d; stderr:\n%s", strings.Join(args, " "), code, want, stderr)
+		s.t.Fatalf("sudoku %s: exit %d, want %d; stderr:\n%s", strings.Join(args, " "), code, want, tail(stderr, 40))
 	}
 	return stdout, stderr
 }
@@ -172,7 +198,11 @@ func (s *sys) mustRun(want int, args ...string) (stdout, stderr string) {
 func (s *sys) submit(file string) string {
 	s.t.Helper()
 	out, _ := s.mustRun(cli.ExitOK, "submit", file)
-	return strings.TrimSpace(out)
+	id := strings.TrimSpace(out)
+	if !job.ValidID(id) {
+		s.t.Fatalf("submit printed %q, not a job id", out)
+	}
+	return id
 }
 
 // syncBuffer is a bytes.Buffer that a process may write while the test
@@ -206,10 +236,17 @@ type proc struct {
 }
 
 // start starts `sudoku args...` with the deployment's settings (and more,
-// from extraEnv). When the test ends, a process still running gets
-// SIGTERM, then SIGKILL after 20s; its stderr is logged when the test
-// failed; and a data race it reported fails the test.
+// from extraEnv).
 func (s *sys) start(name string, extraEnv []string, args ...string) *proc {
+	s.t.Helper()
+	return s.startIn(name, nil, extraEnv, args...)
+}
+
+// startIn is start with stdin as the process's standard input (nil for
+// none). When the test ends, a process still running gets SIGTERM, then
+// SIGKILL after 20s; its stderr is logged when the test failed; and a data
+// race it reported fails the test.
+func (s *sys) startIn(name string, stdin io.Reader, extraEnv []string, args ...string) *proc {
 	s.t.Helper()
 	p := &proc{t: s.t, name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(s.bin, args...)
@@ -220,6 +257,7 @@ func (s *sys) start(name string, extraEnv []string, args ...string) *proc {
 		}
 	}
 	p.cmd.Env = append(append(append(env, asCLI+"=1"), s.env...), extraEnv...)
+	p.cmd.Stdin = stdin
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", name, err)
@@ -239,10 +277,10 @@ func (s *sys) start(name string, extraEnv []string, args ...string) *proc {
 	s.t.Cleanup(func() {
 		p.stop(20 * time.Second)
 		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
-			s.t.Errorf("%s reported a data race", name)
+			s.t.Errorf("%s reported a data race:\n%s", name, tail(p.stderr.String(), 60))
 		}
 		if s.t.Failed() {
-			s.t.Logf("%s (exit %d) stderr:\n%s", name, p.code, tail(p.stderr.String(), 100))
+			s.t.Logf("%s (exit %d) stderr:\n%s", name, p.code, logTail(p.stderr.String()))
 		}
 	})
 	return p
@@ -255,6 +293,18 @@ func tail(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("[%d lines before]\n", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "")
+}
+
+// logTail is the end of a process's log, without the long start-up line
+// that prints the configuration.
+func logTail(log string) string {
+	var keep []string
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "config.nats.url=") {
+			keep = append(keep, l)
+		}
+	}
+	return tail(strings.Join(keep, "\n"), 40)
 }
 
 // startWorker starts a worker process.
@@ -296,14 +346,21 @@ func (p *proc) stop(d time.Duration) int {
 }
 
 // wait waits up to d for the process to exit by itself and returns its
-// exit status; it fails the test when it does not.
+// exit status; after d it makes the process print its goroutines
+// (SIGQUIT), kills it and fails the test.
 func (p *proc) wait(d time.Duration) int {
 	p.t.Helper()
 	select {
 	case <-p.done:
 		return p.code
 	case <-time.After(d):
-		p.t.Fatalf("%s still running after %v; stderr:\n%s", p.name, d, tail(p.stderr.String(), 50))
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(3 * time.Second):
+			p.kill()
+		}
+		p.t.Fatalf("%s still running after %v; stderr:\n%s", p.name, d, tail(p.stderr.String(), 80))
 		return 0
 	}
 }
@@ -349,9 +406,8 @@ func rng(t *testing.T) *rand.Rand {
 // rngFrom returns a random source seeded with seed.
 func rngFrom(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
 
-// genFile writes n distinct puzzles made from fixture (internal/gen) to a
-// file and returns its name and the puzzles.
-func genFile(t *testing.T, fixture string, n int, seed uint64) (string, []string) {
+// generator returns a generator of distinct puzzles made from fixture.
+func generator(t *testing.T, fixture string, seed uint64) *gen.Generator {
 	t.Helper()
 	f, err := os.Open(fixture)
 	if err != nil {
@@ -366,15 +422,54 @@ func genFile(t *testing.T, fixture string, n int, seed uint64) (string, []string
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+// genFile writes n distinct puzzles made from fixture (internal/gen) to a
+// file and returns its name and the puzzles.
+func genFile(t *testing.T, fixture string, n int, seed uint64) (string, []string) {
+	t.Helper()
 	var b bytes.Buffer
-	if err := gen.Write(context.Background(), &b, g, n); err != nil {
+	if err := gen.Write(context.Background(), &b, generator(t, fixture, seed), n); err != nil {
 		t.Fatal(err)
 	}
+	puzzles := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	return writeLines(t, puzzles), puzzles
+}
+
+// mixedFile writes n distinct puzzles to a file, one in every hardEvery
+// made from the hardest fixture and the others from the 17-clue one, and
+// returns its name and the puzzles.
+func mixedFile(t *testing.T, n, hardEvery int, seed uint64) (string, []string) {
+	t.Helper()
+	easy, hard := generator(t, clue17, seed), generator(t, hardest, seed)
+	seen := make(map[solver.Grid]bool, n)
+	puzzles := make([]string, 0, n)
+	for len(puzzles) < n {
+		g := easy
+		if len(puzzles)%hardEvery == hardEvery-1 {
+			g = hard
+		}
+		p, err := g.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !seen[p] {
+			seen[p] = true
+			puzzles = append(puzzles, p.String())
+		}
+	}
+	return writeLines(t, puzzles), puzzles
+}
+
+// writeLines writes lines to a new file and returns its name.
+func writeLines(t *testing.T, lines []string) string {
+	t.Helper()
 	name := filepath.Join(t.TempDir(), "puzzles.txt")
-	if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return name, strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	return name
 }
 
 // checkSolutions checks that out holds exactly one line per puzzle, in
@@ -420,31 +515,32 @@ func isSolution(puzzle, sol string) error {
 	return nil
 }
 
-// job returns the record of a job.
-func (s *sys) job(id string) cache.Job {
+// status returns producer.JobStatus of a job.
+func (s *sys) status(id string) producer.Status {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	j, err := s.store.Job(ctx, id)
+	st, err := producer.JobStatus(ctx, s.q, id)
 	if err != nil {
 		s.t.Fatalf("job %s: %v", id, err)
 	}
-	return j
+	return st
 }
 
-// done returns how many puzzles of a job are done, or -1 when its record
-// cannot be read now (the store may be down).
-func (s *sys) done(id string) int64 {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// batchesDone returns how many batches of a job have their results in the
+// results stream, or -1 when JetStream does not answer now. It is cheap
+// enough to poll: one stream info, filtered to the job's subjects.
+func (s *sys) batchesDone(id string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	j, err := s.store.Job(ctx, id)
+	info, err := s.q.Results.Info(ctx, jetstream.WithSubjectFilter(s.q.Opts.ResultsFilter(id)))
 	if err != nil {
 		return -1
 	}
-	return j.Done
+	return len(info.State.Subjects)
 }
 
-// waitFor polls cond every 5ms until it is true, failing the test after d.
+// waitFor polls cond every 20ms until it is true, failing the test after d.
 func (s *sys) waitFor(what string, d time.Duration, cond func() bool) {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
@@ -452,34 +548,157 @@ func (s *sys) waitFor(what string, d time.Duration, cond func() bool) {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("%s: not after %v", what, d)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// checkJob checks a finished job's record: n lines, n distinct puzzles
-// each counted once, all with a unique solution, and Done == Queued
-// exactly (a batch counted twice would make Done larger).
-func (s *sys) checkJob(id string, n int64) cache.Job {
+// tally reads the headers of every results message of job id: the batches
+// that have results (each subject holds one message) and the sum of their
+// counts.
+func (s *sys) tally(id string) (batches map[uint64]bool, counts job.Counts) {
 	s.t.Helper()
-	j := s.job(id)
-	var sum int64
-	for _, c := range j.Counts {
-		sum += c
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	batches, counts = map[uint64]bool{}, job.Counts{}
+	c, err := s.q.Results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.q.Opts.ResultsFilter(id)}, HeadersOnly: true})
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	if !j.IsFinished() || !j.Sealed || j.Total != n || j.Done != j.Queued || sum != n || j.Counts[result.StatusUnique] != n {
-		s.t.Fatalf("job %s: finished %v sealed %v, %d lines, %d of %d queued done, counts %v (sum %d); want %d lines, every one unique",
-			id, j.IsFinished(), j.Sealed, j.Total, j.Done, j.Queued, j.Counts, sum, n)
+	info, err := c.Info(ctx)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	return j
+	for left := info.NumPending; left > 0; {
+		fetched, err := c.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got := 0
+		for m := range fetched.Messages() {
+			got++
+			i := strings.LastIndexByte(m.Subject(), '.')
+			index, err := strconv.ParseUint(m.Subject()[i+1:], 10, 64)
+			if err != nil || batches[index] {
+				s.t.Fatalf("results message on %s: %v, or a second one", m.Subject(), err)
+			}
+			batches[index] = true
+			cs, err := job.ParseCounts(m.Headers().Get(queue.HdrCounts))
+			if err != nil {
+				s.t.Fatalf("results message on %s: %v", m.Subject(), err)
+			}
+			for st, n := range cs {
+				counts[st] += n
+			}
+		}
+		if err := fetched.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			s.t.Fatal(err)
+		}
+		if got == 0 {
+			s.t.Fatalf("results of job %s: %d messages left that do not come", id, left)
+		}
+		left -= uint64(got)
+	}
+	return batches, counts
+}
+
+// want is what a job's record must say.
+type want struct {
+	lines, queued, cached int64
+	counts                job.Counts // results by status; nil: lines unique
+}
+
+// checkJob checks a finished job against JetStream: its record (state
+// finished, the counts of its lines exactly, results by status exactly,
+// every batch done) and its results messages read independently of the
+// record (one per batch published, their Sudoku-Counts headers adding up
+// to the same counts, no result for a batch it does not have).
+func (s *sys) checkJob(id string, w want) producer.Status {
+	s.t.Helper()
+	if w.counts == nil {
+		w.counts = job.Counts{result.StatusUnique: w.lines}
+	}
+	st := s.status(id)
+	r := &st.Record
+	got := fmt.Sprintf("state %s, %d lines: %d queued, %d cached, %d repeated, %d invalid; counts %v; %d of %d batches, %d lines done",
+		r.State, r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid, job.Counts(r.Counts), st.BatchesDone, r.Batches, st.LinesDone)
+	wantRec := fmt.Sprintf("state finished, %d lines: %d queued, %d cached, 0 repeated, %d invalid; counts %v; %d of %d batches, %d lines done",
+		w.lines, w.queued, w.cached, w.counts[result.StatusInvalid], w.counts, r.Batches, r.Batches, w.lines)
+	if got != wantRec {
+		s.t.Fatalf("job %s:\n got %s\nwant %s", id, got, wantRec)
+	}
+	if min := (w.lines + int64(s.batchSize) - 1) / int64(s.batchSize); r.Batches < min || r.Batches > w.lines {
+		s.t.Fatalf("job %s: %d batches for %d lines in batches of at most %d", id, r.Batches, w.lines, s.batchSize)
+	}
+	batches, counts := s.tally(id)
+	for i := range uint64(r.Batches) {
+		if !batches[i] {
+			s.t.Fatalf("job %s: no results message for batch %d", id, i)
+		}
+	}
+	if len(batches) != int(r.Batches) || counts.String() != w.counts.String() {
+		s.t.Fatalf("job %s: %d results messages (want %d), their headers count %v (want %v)", id, len(batches), r.Batches, counts, w.counts)
+	}
+	return st
+}
+
+// describe says where job id stands, for a test that failed waiting for
+// it: its record, the batches without results (the first ones), the
+// consumer and the work stream.
+func (s *sys) describe(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	rec, _, err := job.NewStore(s.q.JS, s.q.Jobs).Get(ctx, id)
+	fmt.Fprintf(&b, "job %s: state %s, %d lines, %d batches (%v)\n", id, rec.State, rec.Lines, rec.Batches, err)
+	var missing []uint64
+	for i := range uint64(rec.Batches) {
+		if _, err := s.q.Results.GetLastMsgForSubject(ctx, s.q.Opts.ResultSubject(id, i)); err != nil {
+			if missing = append(missing, i); len(missing) == 10 {
+				break
+			}
+		}
+	}
+	fmt.Fprintf(&b, "%d batches with results; the first without: %v\n", s.batchesDone(id), missing)
+	if ci, err := s.q.Work.Info(ctx); err == nil {
+		fmt.Fprintf(&b, "consumer: %d pending, %d unacknowledged, %d redelivered, %d waiting, ack floor %d, delivered %d\n",
+			ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.AckFloor.Stream, ci.Delivered.Stream)
+	} else {
+		fmt.Fprintf(&b, "consumer: %v\n", err)
+	}
+	if str, err := s.q.JS.Stream(ctx, s.q.Opts.Stream); err == nil {
+		st := str.CachedInfo().State
+		fmt.Fprintf(&b, "work stream: %d messages, sequences %d-%d\n", st.Msgs, st.FirstSeq, st.LastSeq)
+	}
+	if str, err := s.q.JS.Stream(ctx, s.q.Opts.ResultsStream()); err == nil {
+		st := str.CachedInfo().State
+		fmt.Fprintf(&b, "results stream: %d messages, sequences %d-%d, %d consumers\n", st.Msgs, st.FirstSeq, st.LastSeq, st.Consumers)
+	}
+	return b.String()
+}
+
+// waitJob waits up to d for p, a process waiting for job id, to exit and
+// returns its exit status; when it does not exit, it says where the job
+// stands before failing the test.
+func (s *sys) waitJob(p *proc, id string, d time.Duration) int {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for !p.exited() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !p.exited() {
+		s.t.Logf("%s still running after %v:\n%s", p.name, d, s.describe(id))
+	}
+	return p.wait(time.Second)
 }
 
 // checkDrained checks that nothing is left to do: no message pending or
-// unacknowledged for either consumer, none dead-lettered, and no message
-// in the work stream but orphans of batches already done. (A nats-server
-// killed with SIGKILL may come back with messages that its consumer had
-// seen acknowledged but that the stream had not yet removed: they are
-// never delivered again, and their batches are done, so nothing is lost;
-// they only take room. The test logs how many.)
+// unacknowledged for the workers' consumer, none dead-lettered, and no
+// message in the work stream but orphans of batches whose results are
+// stored. (A nats-server killed with SIGKILL may come back with messages
+// that its consumer had seen acknowledged but that the stream had not
+// yet removed: they are never delivered again, and their batches are
+// done, so nothing is lost; they only take room. The test logs how many.)
 func (s *sys) checkDrained() {
 	s.t.Helper()
 	// Acks are asynchronous, and a redelivered duplicate may still be in
@@ -488,7 +707,7 @@ func (s *sys) checkDrained() {
 	deadline := start.Add(30 * time.Second)
 	first := ""
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		left, orphans := s.queueState(ctx)
 		cancel()
 		if left == "" {
@@ -496,7 +715,7 @@ func (s *sys) checkDrained() {
 				s.t.Logf("the queue drained in %v after the job finished; left at first: %s", time.Since(start).Round(time.Millisecond), first)
 			}
 			if orphans > 0 {
-				s.t.Logf("%d messages left in the work stream, each of a batch already done and acknowledged (the server lost their removal)", orphans)
+				s.t.Logf("%d messages left in the work stream, each of a batch whose results are stored (the server lost their removal)", orphans)
 			}
 			return
 		}
@@ -514,19 +733,16 @@ func (s *sys) checkDrained() {
 // nothing is, and the number of orphan messages in the work stream.
 func (s *sys) queueState(ctx context.Context) (string, int) {
 	var left []string
-	for _, c := range []string{s.name + "-bulk", s.name + "-interactive"} {
-		ci, err := s.js.Consumer(ctx, s.name, c)
-		if err != nil {
-			return fmt.Sprintf("consumer %s: %v", c, err), 0
-		}
-		info := ci.CachedInfo()
-		if info.NumPending > 0 || info.NumAckPending > 0 {
-			left = append(left, fmt.Sprintf("consumer %s: %d pending, %d unacknowledged", c, info.NumPending, info.NumAckPending))
-		}
-	}
-	dlq, err := s.js.Stream(ctx, s.name+"_DLQ")
+	ci, err := s.q.Work.Info(ctx)
 	if err != nil {
-		return fmt.Sprintf("stream %s_DLQ: %v", s.name, err), 0
+		return "consumer: " + err.Error(), 0
+	}
+	if ci.NumPending > 0 || ci.NumAckPending > 0 {
+		left = append(left, fmt.Sprintf("consumer %s: %d pending, %d unacknowledged", ci.Name, ci.NumPending, ci.NumAckPending))
+	}
+	dlq, err := s.q.JS.Stream(ctx, s.q.Opts.DLQStream)
+	if err != nil {
+		return fmt.Sprintf("stream %s: %v", s.q.Opts.DLQStream, err), 0
 	}
 	if n := dlq.CachedInfo().State.Msgs; n > 0 {
 		left = append(left, fmt.Sprintf("%d dead letters", n))
@@ -534,9 +750,9 @@ func (s *sys) queueState(ctx context.Context) (string, int) {
 	if len(left) > 0 {
 		return strings.Join(left, "; "), 0
 	}
-	work, err := s.js.Stream(ctx, s.name)
+	work, err := s.q.JS.Stream(ctx, s.q.Opts.Stream)
 	if err != nil {
-		return fmt.Sprintf("stream %s: %v", s.name, err), 0
+		return fmt.Sprintf("stream %s: %v", s.q.Opts.Stream, err), 0
 	}
 	st := work.CachedInfo().State
 	if st.Msgs == 0 {
@@ -549,15 +765,18 @@ func (s *sys) queueState(ctx context.Context) (string, int) {
 			continue
 		}
 		if err != nil {
-			return fmt.Sprintf("stream %s message %d: %v", s.name, seq, err), 0
+			return fmt.Sprintf("stream %s message %d: %v", s.q.Opts.Stream, seq, err), 0
 		}
-		b, err := queue.Decode(m.Data)
+		b, err := job.DecodeWork(m.Data)
 		if err != nil {
-			return fmt.Sprintf("stream %s message %d: %v", s.name, seq, err), 0
+			return fmt.Sprintf("stream %s message %d: %v", s.q.Opts.Stream, seq, err), 0
 		}
-		done, err := s.rdb.GetBit(ctx, s.prefix+"job:{"+b.JobID+"}:batches", int64(b.Index)).Result()
-		if err != nil || done != 1 {
-			return fmt.Sprintf("stream %s message %d: batch %d of job %s is left undone (%v)", s.name, seq, b.Index, b.JobID, err), 0
+		rm, err := s.q.Results.GetLastMsgForSubject(ctx, s.q.Opts.ResultSubject(b.Job, b.Index))
+		if err != nil {
+			return fmt.Sprintf("stream %s message %d: batch %d of job %s is left undone (%v)", s.q.Opts.Stream, seq, b.Index, b.Job, err), 0
+		}
+		if r, err := job.DecodeResults(rm.Data); err != nil || r.Digest != b.ComputeDigest() {
+			return fmt.Sprintf("stream %s message %d: batch %d of job %s has results that do not answer it (%v)", s.q.Opts.Stream, seq, b.Index, b.Job, err), 0
 		}
 		orphans++
 	}
@@ -577,4 +796,37 @@ func lines(s string, subs ...string) []string {
 		}
 	}
 	return out
+}
+
+// jobIDRe finds the job id in what submit reports on stderr.
+var jobIDRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}): \d+ lines`)
+
+// waitJobID waits for a submitting process to report its job id.
+func waitJobID(t *testing.T, p *proc) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if m := jobIDRe.FindStringSubmatch(p.stderr.String()); m != nil {
+			return m[1]
+		}
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("%s reported no job id (exit %d):\n%s", p.name, p.code, tail(p.stderr.String(), 20))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// summaryRe finds the summary line of a waiter (submit --wait, job wait):
+// the job, its number of puzzles and its counts by status.
+var summaryRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}): (\d+) puzzles?(?: in \S+ \(\d+/s\))?: (.*)$`)
+
+// checkSummary checks that a waiter's stderr sums its job up with counts
+// (such as "8000 unique", or "100 unique (60 from the workers, 40 from
+// the cache)").
+func checkSummary(t *testing.T, stderr, id, counts string) {
+	t.Helper()
+	m := summaryRe.FindStringSubmatch(stderr)
+	if m == nil || m[1] != id || m[3] != counts {
+		t.Fatalf("summary of job %s: want counts %q; stderr:\n%s", id, counts, tail(stderr, 10))
+	}
 }

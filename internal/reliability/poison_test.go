@@ -3,35 +3,26 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cli"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
-// deadLetter is a line of `sudoku dlq list --format jsonl`.
-type deadLetter struct {
-	Seq        uint64  `json:"seq"`
-	Reason     string  `json:"reason"`
-	Error      string  `json:"error"`
-	Subject    string  `json:"subject"`
-	Deliveries int     `json:"deliveries"`
-	Job        string  `json:"job"`
-	Batch      *uint64 `json:"batch"`
-	Puzzles    int     `json:"puzzles"`
-	Bytes      int     `json:"bytes"`
-}
-
-// dlq returns the dead letters, as `sudoku dlq list` shows them.
-func (s *sys) dlq() []deadLetter {
+// dlq returns the dead letters, as `sudoku dlq list --format jsonl` shows
+// them.
+func (s *sys) dlq() []queue.DeadLetter {
 	s.t.Helper()
 	out, _ := s.mustRun(cli.ExitOK, "dlq", "list", "--format", "jsonl")
-	var dls []deadLetter
+	var dls []queue.DeadLetter
 	dec := json.NewDecoder(strings.NewReader(out))
 	for dec.More() {
-		var dl deadLetter
+		var dl queue.DeadLetter
 		if err := dec.Decode(&dl); err != nil {
 			s.t.Fatalf("dlq list: %v in %q", err, out)
 		}
@@ -40,14 +31,17 @@ func (s *sys) dlq() []deadLetter {
 	return dls
 }
 
-// waitDLQ waits until the dead-letter stream holds n messages.
-func (s *sys) waitDLQ(n int, d time.Duration) []deadLetter {
+// waitDLQ waits until the dead-letter stream holds n messages, and returns
+// them as `sudoku dlq list` shows them.
+func (s *sys) waitDLQ(n int, d time.Duration) []queue.DeadLetter {
 	s.t.Helper()
-	var dls []deadLetter
-	s.waitFor("dead letters", d, func() bool {
-		dls = s.dlq()
-		return len(dls) >= n
+	s.waitFor(fmt.Sprintf("%d dead letters", n), d, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		str, err := s.q.JS.Stream(ctx, s.q.Opts.DLQStream)
+		return err == nil && str.CachedInfo().State.Msgs >= uint64(n)
 	})
+	dls := s.dlq()
 	if len(dls) != n {
 		s.t.Fatalf("%d dead letters, want %d: %+v", len(dls), n, dls)
 	}
@@ -55,18 +49,23 @@ func (s *sys) waitDLQ(n int, d time.Duration) []deadLetter {
 }
 
 // TestPoisonBatch sends a batch that fails on every delivery (its job's
-// batch bitmap in Redis is not a bitmap, so its results can never be
-// counted) next to a healthy job: the healthy job completes; the poison
-// batch is delivered MaxDeliver times, lands in the dead-letter stream
-// with its reason, and `dlq list` shows it; once the cause is fixed,
-// `dlq replay` puts it back and its job completes too.
+// manifest in the jobs bucket is not a manifest, so no worker can check
+// the batch against it) next to a healthy job: the healthy job completes;
+// the poison batch is delivered MaxDeliver times, lands in the
+// dead-letter stream with its reason, and `dlq list` shows it; once the
+// cause is fixed, `dlq replay` puts it back and its job completes too.
 func TestPoisonBatch(t *testing.T) {
 	s := newSys(t, options{env: []string{"SUDOKU_QUEUE_MAX_DELIVER=3", "SUDOKU_QUEUE_BACKOFF=100ms"}})
 	ctx := context.Background()
 	poisonFile, poisonPuzzles := genFile(t, clue17, 15, 7) // one batch
 	poisonID := s.submit(poisonFile)
-	bitmap := s.prefix + "job:{" + poisonID + "}:batches"
-	if err := s.rdb.RPush(ctx, bitmap, "not a bitmap").Err(); err != nil {
+	key := job.ManifestKey(poisonID, 0)
+	manifest, err := s.q.Jobs.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := manifest.Value()
+	if _, err := s.q.Jobs.Put(ctx, key, []byte("not a manifest")); err != nil {
 		t.Fatal(err)
 	}
 	file, puzzles := genFile(t, clue17, 2000, 8)
@@ -74,10 +73,9 @@ func TestPoisonBatch(t *testing.T) {
 	out, _ := s.mustRun(cli.ExitOK, "submit", "--wait", file)
 	checkSolutions(t, puzzles, out)
 
-	dls := s.waitDLQ(1, 30*time.Second)
-	dl := dls[0]
-	if dl.Reason != "max_deliver" || dl.Deliveries != 3 || dl.Job != poisonID || dl.Batch == nil || *dl.Batch != 0 ||
-		dl.Puzzles != 15 || dl.Subject != s.name+".jobs.bulk" || !strings.Contains(dl.Error, "WRONGTYPE") {
+	dl := s.waitDLQ(1, 30*time.Second)[0]
+	if dl.Reason != queue.ReasonMaxDeliver || dl.Deliveries != 3 || dl.Job != poisonID || dl.Batch == nil || *dl.Batch != 0 ||
+		dl.Puzzles != 15 || dl.Subject != s.q.Opts.WorkSubject(poisonID) || !strings.Contains(dl.Error, "manifest") {
 		t.Fatalf("dead letter %+v", dl)
 	}
 	table, _ := s.mustRun(cli.ExitOK, "dlq", "list")
@@ -85,26 +83,29 @@ func TestPoisonBatch(t *testing.T) {
 	if row := lines(table, strconv.FormatUint(dl.Seq, 10)+" ", "max_deliver", poisonID); len(row) != 1 {
 		t.Fatalf("dlq list does not show it:\n%s", table)
 	}
-	if j := s.job(poisonID); j.Done != 0 || j.IsFinished() {
-		t.Fatalf("the poison job: %+v", j)
+	if st := s.status(poisonID); st.LinesDone != 0 || st.State != job.Published {
+		t.Fatalf("the poison job: %+v", st)
 	}
 
-	if err := s.rdb.Del(ctx, bitmap).Err(); err != nil {
+	if _, err := s.q.Jobs.Put(ctx, key, good); err != nil {
 		t.Fatal(err)
 	}
 	out, _ = s.mustRun(cli.ExitOK, "dlq", "replay", strconv.FormatUint(dl.Seq, 10))
-	if !strings.Contains(out, "replayed to "+s.name+".jobs.bulk (job "+poisonID) {
+	if !strings.Contains(out, "replayed to "+s.q.Opts.WorkSubject(poisonID)+" (job "+poisonID+" batch 0, 15 puzzles)") {
 		t.Fatalf("dlq replay: %q", out)
 	}
-	out, _ = s.mustRun(cli.ExitOK, "job", "wait", poisonID)
+	out, stderr := s.mustRun(cli.ExitOK, "job", "wait", poisonID)
 	checkSolutions(t, poisonPuzzles, out)
-	s.checkJob(poisonID, 15)
+	checkSummary(t, stderr, poisonID, "15 unique")
+	s.checkJob(poisonID, want{lines: 15, queued: 15})
 	s.checkDrained()
-	// One line when it went to the dead-letter stream; the store failures
-	// before (once per delivery: Redis answered, with an error) are logged
-	// as outages of a line each, not more.
+	// One line for each failed delivery but the last, one when it went to
+	// the dead-letter stream.
 	if n := w.count("message moved to the dead-letter stream"); n != 1 {
 		t.Errorf("the worker logged the dead letter %d times:\n%s", n, tail(w.stderr.String(), 30))
+	}
+	if n := w.count("batch failed; it will be redelivered"); n != 2 {
+		t.Errorf("the worker logged %d failed deliveries, want 2:\n%s", n, tail(w.stderr.String(), 30))
 	}
 }
 
@@ -123,29 +124,29 @@ func TestWorkerDiesOnEveryDelivery(t *testing.T) {
 	for i := range 2 {
 		w := s.startWorker("victim-" + strconv.Itoa(i))
 		s.waitFor("the batch delivered to "+w.name, time.Minute, func() bool {
-			c, err := s.js.Consumer(ctx, s.name, s.name+"-bulk")
-			return err == nil && c.CachedInfo().Delivered.Consumer > uint64(i)
+			ci, err := s.q.Work.Info(ctx)
+			return err == nil && ci.Delivered.Consumer > uint64(i)
 		})
 		w.kill()
-		if d := s.done(id); d != 0 {
+		if d := s.batchesDone(id); d != 0 {
 			t.Fatalf("the batch was done (%d) before its worker was killed: make it longer", d)
 		}
 		t.Logf("SIGKILL %s holding the batch (delivery %d of 2)", w.name, i+1)
 	}
 	w := s.startWorker("survivor")
-	dls := s.waitDLQ(1, 30*time.Second)
-	dl := dls[0]
-	if dl.Reason != "max_deliver" || dl.Deliveries != 2 || dl.Job != id || dl.Puzzles != n ||
-		!strings.Contains(dl.Error, "delivered 2 times without an answer") {
+	dl := s.waitDLQ(1, 30*time.Second)[0]
+	if dl.Reason != queue.ReasonMaxDeliver || dl.Deliveries != 2 || dl.Job != id || dl.Puzzles != n ||
+		dl.Subject != s.q.Opts.WorkSubject(id) || !strings.Contains(dl.Error, "delivered 2 times without an answer") {
 		t.Fatalf("dead letter %+v", dl)
 	}
 	out, _ := s.mustRun(cli.ExitOK, "dlq", "replay", "--all")
 	if !strings.Contains(out, "(job "+id+" batch 0, 2000 puzzles)") {
 		t.Fatalf("dlq replay --all: %q", out)
 	}
-	out, _ = s.mustRun(cli.ExitOK, "job", "wait", id)
+	out, stderr := s.mustRun(cli.ExitOK, "job", "wait", id)
 	checkSolutions(t, puzzles, out)
-	s.checkJob(id, n)
+	checkSummary(t, stderr, id, "2000 unique")
+	s.checkJob(id, want{lines: n, queued: n})
 	s.checkDrained()
 	if c := w.count("message moved to the dead-letter stream"); c != 1 {
 		t.Errorf("the survivor logged the dead letter %d times", c)

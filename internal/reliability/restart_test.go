@@ -1,25 +1,21 @@
 package reliability
 
 import (
-	"encoding/json"
+	"bufio"
+	"context"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cli"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
-// persistentRedis are the arguments of a private redis-server that keeps
-// every write on disk before answering: without them, a restarted Redis
-// comes back empty and the jobs in progress lose their records (their
-// waiters then fail with "no such job"; see TestRedisRestartWithoutPersistence).
-var persistentRedis = []string{"--appendonly", "yes", "--appendfsync", "always"}
-
-// outage stops srv for d, then starts it again.
+// outage stops a server for d, then starts it again.
 func outage(t *testing.T, what string, stop, start func(), d time.Duration) {
 	t.Helper()
 	t0 := time.Now()
@@ -29,223 +25,254 @@ func outage(t *testing.T, what string, stop, start func(), d time.Duration) {
 	t.Logf("%s down for %v", what, time.Since(t0).Round(time.Millisecond))
 }
 
+// midJob is a job of n hard puzzles in progress: two workers solving and
+// a producer waiting for it (submit --wait), once a tenth of its batches
+// are done.
+type midJob struct {
+	s        *sys
+	n        int
+	puzzles  []string
+	workers  []*proc
+	producer *proc
+	id       string
+}
+
+func (s *sys) startMidJob(n int, seed uint64) *midJob {
+	s.t.Helper()
+	file, puzzles := genFile(s.t, hardest, n, seed)
+	j := &midJob{s: s, n: n, puzzles: puzzles}
+	j.workers = []*proc{s.startWorker("worker-0"), s.startWorker("worker-1")}
+	j.producer = s.start("producer", nil, "submit", "--wait", file)
+	j.id = waitJobID(s.t, j.producer)
+	s.waitFor("the producer reading the results", time.Minute, func() bool { return s.readers() == 1 })
+	s.waitFor("a tenth of the job done", time.Minute, func() bool { return s.batchesDone(j.id) >= n/s.batchSize/10 })
+	return j
+}
+
+// readers returns the number of consumers of the results stream: one per
+// process following a job (-1 when JetStream does not answer).
+func (s *sys) readers() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := s.q.Results.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return info.State.Consumers
+}
+
+// notDone fails the test if the job is done already.
+func (j *midJob) notDone(what string) {
+	j.s.t.Helper()
+	if d := j.s.batchesDone(j.id); d*j.s.batchSize >= j.n {
+		j.s.t.Fatalf("the job finished (%d batches done) before %s: make it longer", d, what)
+	}
+}
+
+// finish waits for the producer and checks the job: exit 0, every line
+// right, exact counts, nothing left in the queue.
+func (j *midJob) finish() {
+	s := j.s
+	s.t.Helper()
+	if code := s.waitJob(j.producer, j.id, 2*time.Minute); code != cli.ExitOK {
+		s.t.Fatalf("submit --wait: exit %d", code)
+	}
+	checkSolutions(s.t, j.puzzles, j.producer.stdout.String())
+	checkSummary(s.t, j.producer.stderr.String(), j.id, fmt.Sprintf("%d unique", j.n))
+	s.checkJob(j.id, want{lines: int64(j.n), queued: int64(j.n)})
+	s.checkDrained()
+}
+
 // TestNATSRestart restarts the NATS server (file storage) in the middle of
 // a job, with two workers solving and a producer waiting (submit --wait):
-// both reconnect by themselves, the job completes with every result, once.
+// all reconnect by themselves, the job completes with every result, once.
 func TestNATSRestart(t *testing.T) {
-	const n = 8000
 	s := newSys(t, options{privateNATS: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
-	file, puzzles := genFile(t, hardest, n, 3)
-	w0, w1 := s.startWorker("worker-0"), s.startWorker("worker-1")
-	p := s.start("producer", nil, "submit", "--wait", file)
-	id := waitJobID(t, p)
-	s.waitFor("a tenth of the job done", time.Minute, func() bool { return s.done(id) >= n/10 })
+	j := s.startMidJob(8000, 3)
 	outage(t, "NATS", s.nats.Stop, s.nats.Start, 2*time.Second)
-	if d := s.done(id); d >= n {
-		t.Fatalf("the job finished (%d done) before NATS came back: make it longer", d)
-	}
-
-	if code := p.wait(2 * time.Minute); code != cli.ExitOK {
-		t.Fatalf("submit --wait: exit %d", code)
-	}
-	checkSolutions(t, puzzles, p.stdout.String())
-	s.checkJob(id, n)
-	s.checkDrained()
-	for _, w := range []*proc{w0, w1, p} {
-		checkOutageLog(t, w, "nats")
+	j.notDone("NATS came back")
+	j.finish()
+	for _, p := range append(j.workers, j.producer) {
+		checkOutageLog(t, p, "nats")
 	}
 }
 
-// TestRedisRestart restarts Redis (persisting with appendfsync always) in
-// the middle of a job: the workers hold their batches while it is down and
-// go on when it is back, the waiting producer too; every result, once.
+// TestRedisRestart restarts Redis (without persistence: it comes back
+// empty) in the middle of a job. Redis is only a cache: the workers solve
+// on without it, say so once, and once more when it is back; the job
+// completes with every result, once.
 func TestRedisRestart(t *testing.T) {
-	const n = 8000
-	s := newSys(t, options{privateRedis: true, redisArgs: persistentRedis, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
-	file, puzzles := genFile(t, hardest, n, 4)
-	w0, w1 := s.startWorker("worker-0"), s.startWorker("worker-1")
-	p := s.start("producer", nil, "submit", "--wait", file)
-	id := waitJobID(t, p)
-	s.waitFor("a tenth of the job done", time.Minute, func() bool { return s.done(id) >= n/10 })
-	// Longer than go-redis's retries of one command (about 2s), so that
-	// the workers see the outage and say so.
+	s := newSys(t, options{privateRedis: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
+	j := s.startMidJob(8000, 4)
+	// Longer than the cache's probes back off (5s at most), so that every
+	// worker sees the outage.
 	outage(t, "Redis", s.redis.Stop, s.redis.Start, 4*time.Second)
-	if d := s.done(id); d >= n {
-		t.Fatalf("the job finished (%d done) before Redis came back: make it longer", d)
-	}
-
-	if code := p.wait(2 * time.Minute); code != cli.ExitOK {
-		t.Fatalf("submit --wait: exit %d", code)
-	}
-	checkSolutions(t, puzzles, p.stdout.String())
-	s.checkJob(id, n)
-	s.checkDrained()
-	for _, w := range []*proc{w0, w1} {
+	j.notDone("Redis came back")
+	j.finish()
+	for _, w := range j.workers {
 		checkOutageLog(t, w, "redis")
 	}
+	// The workers fill the cache again once it is back.
+	if n := s.cached(); n <= 0 || n >= int64(j.n) {
+		t.Errorf("%d results in the cache after the restart; want some, not all", n)
+	}
 }
 
-// TestRedisRestartWithoutPersistence shows what a Redis without
-// persistence costs: the job records of the jobs in progress are gone
-// after a restart, and the waiter says so instead of waiting for ever.
-// (The results written after the restart are still cached.)
-func TestRedisRestartWithoutPersistence(t *testing.T) {
-	const n = 4000
+// TestRedisKilledMidJob kills Redis in the middle of a job and never
+// starts it again: the job completes with exit status 0, every line
+// right and exact counts; each worker says once that the cache is
+// failing; a worker started while Redis is down starts all the same and
+// takes its share; a second job, submitted while Redis is down, completes
+// too.
+func TestRedisKilledMidJob(t *testing.T) {
 	s := newSys(t, options{privateRedis: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
-	file, _ := genFile(t, hardest, n, 5)
-	s.startWorker("worker-0")
-	p := s.start("producer", nil, "submit", "--wait", file)
-	id := waitJobID(t, p)
-	s.waitFor("some of the job done", time.Minute, func() bool { return s.done(id) > 0 })
-	outage(t, "Redis", s.redis.Stop, s.redis.Start, time.Second)
-	if code := p.wait(time.Minute); code != cli.ExitFailure || !strings.Contains(p.stderr.String(), "no such job") {
-		t.Fatalf("submit --wait after its job record was lost: exit %d, want 1 and \"no such job\"; stderr:\n%s",
-			code, tail(p.stderr.String(), 20))
+	j := s.startMidJob(8000, 5)
+	s.redis.Stop()
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	late := s.startWorker("worker-late", "SUDOKU_METRICS_ADDR="+addr)
+	j.workers = append(j.workers, late)
+	s.waitFor("the worker started without Redis to ack a batch", time.Minute, func() bool {
+		v, err := metric(addr, `sudoku_batches_total{outcome="acked"}`)
+		return err == nil && v > 0
+	})
+	j.notDone("the test looked")
+	j.finish()
+	for _, w := range j.workers[:2] {
+		checkOutageLog(t, w, "redis-down")
 	}
-	// The queue still drains: the batches are processed, their results
-	// stored, and nothing counts them.
-	s.checkDrained()
+	if !strings.Contains(late.stderr.String(), "Redis not reachable; going on without the cache") {
+		t.Errorf("the worker started without Redis does not say so:\n%s", logTail(late.stderr.String()))
+	}
+	file, puzzles := genFile(t, clue17, 500, 6)
+	out, stderr := s.mustRun(cli.ExitOK, "submit", "--wait", file)
+	checkSolutions(t, puzzles, out)
+	id := jobIDRe.FindStringSubmatch(stderr)[1]
+	checkSummary(t, stderr, id, "500 unique")
+	s.checkJob(id, want{lines: 500, queued: 500})
+}
+
+// TestRedisFlushedMidJob empties Redis (FLUSHALL) in the middle of a job:
+// nothing the job needs is there, so the job completes with exit status
+// 0, every line right and exact counts, and the workers, who never saw
+// Redis fail, log no warning about it.
+func TestRedisFlushedMidJob(t *testing.T) {
+	s := newSys(t, options{privateRedis: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
+	j := s.startMidJob(8000, 7)
+	before := s.cached()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("FLUSHALL with %d results in the cache", before)
+	j.notDone("the flush")
+	j.finish()
+	for _, w := range j.workers {
+		checkOutageLog(t, w)
+	}
+	// What was solved after the flush is cached again.
+	if n := s.cached(); n <= 0 || n >= int64(j.n) {
+		t.Errorf("%d results in the cache after the flush; want some, not all", n)
+	}
 }
 
 // TestConnectionCut cuts the workers and two waiters (submit --wait and
-// job wait) off NATS for a few seconds, then off Redis: they all reconnect
-// by themselves, the job completes with every result, once, and each
-// process's log says what happened once per outage, not once per retry.
+// job wait) off NATS for a few seconds, then the workers off Redis: they
+// all reconnect by themselves, the job completes with every result, once,
+// and each process's log says what happened once per outage, not once
+// per retry.
 func TestConnectionCut(t *testing.T) {
-	const n = 12000
-	s := newSys(t, options{privateNATS: true, privateRedis: true, redisArgs: persistentRedis,
-		env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
-	file, puzzles := genFile(t, hardest, n, 6)
-	w0, w1 := s.startWorker("worker-0"), s.startWorker("worker-1")
-	p := s.start("producer", nil, "submit", "--wait", file)
-	id := waitJobID(t, p)
-	jw := s.start("job-wait", nil, "job", "wait", id)
-	// Both waiters listen for the job's events once they wait.
-	s.waitFor("both waiters waiting", time.Minute, func() bool { return s.subscribers(s.name+".events."+id) == 2 })
-	// No batch can complete while either service is down, so the job
-	// lasts through both outages.
+	s := newSys(t, options{privateNATS: true, privateRedis: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
+	j := s.startMidJob(12000, 8)
+	jw := s.start("job-wait", nil, "job", "wait", j.id)
+	s.waitFor("both waiters reading", time.Minute, func() bool { return s.readers() == 2 })
 	outage(t, "NATS", s.nats.Stop, s.nats.Start, 3*time.Second)
 	outage(t, "Redis", s.redis.Stop, s.redis.Start, 4*time.Second)
-	if d := s.done(id); d >= n {
-		t.Fatalf("the job finished (%d done) before the outages were over: make it longer", d)
-	}
+	j.notDone("the outages were over")
 
-	for _, w := range []*proc{p, jw} {
-		if code := w.wait(2 * time.Minute); code != cli.ExitOK {
-			t.Fatalf("%s: exit %d", w.name, code)
-		}
-		checkSolutions(t, puzzles, w.stdout.String())
+	if code := s.waitJob(jw, j.id, 2*time.Minute); code != cli.ExitOK {
+		t.Fatalf("%s: exit %d", jw.name, code)
 	}
-	s.checkJob(id, n)
-	s.checkDrained()
-	for _, w := range []*proc{w0, w1} {
+	checkSolutions(t, j.puzzles, jw.stdout.String())
+	checkSummary(t, jw.stderr.String(), j.id, fmt.Sprintf("%d unique", j.n))
+	j.finish()
+	for _, w := range j.workers {
 		checkOutageLog(t, w, "nats", "redis")
 	}
-	// The waiters poll the job record and say nothing of a Redis outage:
-	// they just wait on.
-	for _, w := range []*proc{p, jw} {
+	// The waiters do not use Redis: they say nothing of its outage.
+	for _, w := range []*proc{j.producer, jw} {
 		checkOutageLog(t, w, "nats")
 	}
 }
 
-// jobIDRe finds the job id in what submit reports on stderr.
-var jobIDRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}): \d+ lines`)
-
-// waitJobID waits for a submitting process to report its job id.
-func waitJobID(t *testing.T, p *proc) string {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if m := jobIDRe.FindStringSubmatch(p.stderr.String()); m != nil {
-			return m[1]
-		}
-		if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("%s reported no job id (exit %d):\n%s", p.name, p.code, tail(p.stderr.String(), 20))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// outageLogs are, for each service, the log lines that say it went away
-// and came back.
+// outageLogs are, for each kind of outage, the log lines that say the
+// service went away and came back ("" for one that does not come back).
 var outageLogs = map[string][2]string{
-	"nats":  {"nats: disconnected", "nats: reconnected"},
-	"redis": {"result store unavailable", "result store is back"},
+	"nats":       {"nats: disconnected", "nats: reconnected"},
+	"redis":      {"cache: Redis writes failing", "cache: Redis writes are back"},
+	"redis-down": {"cache: Redis writes failing", ""},
 }
 
 // checkOutageLog checks that p logged one outage of each service: exactly
 // one line saying it went and one saying it came back; and that besides
 // these it logged at most four warnings, errors or raw lines of a library
-// (not one per retry). (After NATS comes back, the pull subscriptions of
-// nats.go may overflow once or twice as they catch up: "slow consumer,
-// messages dropped", which JetStream redelivers.)
-func checkOutageLog(t *testing.T, p *proc, services ...string) {
+// (not one per retry).
+func checkOutageLog(t *testing.T, p *proc, outages ...string) {
 	t.Helper()
 	log := p.stderr.String()
-	expected := 0
-	for _, service := range services {
-		down, up := outageLogs[service][0], outageLogs[service][1]
-		nd, nu := len(lines(log, down)), len(lines(log, up))
-		if nd != 1 || nu != 1 {
-			t.Errorf("%s logged %q %d times and %q %d times, want once each:\n%s", p.name, down, nd, up, nu, logTail(log))
-		}
-		expected += nd + nu
-	}
-	noise := 0
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") ||
-			strings.HasPrefix(l, "redis: ") || strings.HasPrefix(l, "nats: ") {
-			noise++
-		}
-	}
-	// The expected lines at INFO level are not in noise; the others are.
-	for _, l := range strings.Split(log, "\n") {
-		for _, service := range services {
-			for _, want := range outageLogs[service] {
-				if strings.Contains(l, want) && strings.Contains(l, "level=INFO") {
-					expected--
-				}
+	expected := map[string]bool{}
+	for _, o := range outages {
+		for _, l := range outageLogs[o] {
+			if l == "" {
+				continue
 			}
+			if n := len(lines(log, l)); n != 1 {
+				t.Errorf("%s logged %q %d times, want once:\n%s", p.name, l, n, logTail(log))
+			}
+			expected[l] = true
 		}
 	}
-	if extra := noise - expected; extra > 4 {
-		t.Errorf("%s logged %d more warnings, errors or raw library lines than the outages', want at most 4:\n%s", p.name, extra, logTail(log))
+	// A cache outage the process did not have is not in its log at all.
+	if !slices.ContainsFunc(outages, func(o string) bool { return strings.HasPrefix(o, "redis") }) {
+		if n := len(lines(log, "cache: Redis")); n != 0 {
+			t.Errorf("%s logged %d lines about the cache, want none:\n%s", p.name, n, logTail(log))
+		}
 	}
-}
-
-// logTail is the end of a process's log, without the long start-up line
-// that prints the configuration.
-func logTail(log string) string {
-	var keep []string
+	var noise []string
 	for _, l := range strings.Split(log, "\n") {
-		if !strings.Contains(l, "config.nats.url=") {
-			keep = append(keep, l)
+		if !strings.Contains(l, "level=WARN") && !strings.Contains(l, "level=ERROR") &&
+			!strings.HasPrefix(l, "redis: ") && !strings.HasPrefix(l, "nats: ") {
+			continue
+		}
+		ok := false
+		for e := range expected {
+			ok = ok || strings.Contains(l, e)
+		}
+		if !ok {
+			noise = append(noise, l)
 		}
 	}
-	return tail(strings.Join(keep, "\n"), 40)
+	if len(noise) > 4 {
+		t.Errorf("%s logged %d more warnings, errors or raw library lines than the outages', want at most 4:\n%s",
+			p.name, len(noise), strings.Join(noise, "\n"))
+	}
 }
 
-// subscribers returns the number of connections to the private NATS
-// server subscribed to subject, from its monitoring endpoint.
-func (s *sys) subscribers(subject string) int {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?subs=1", s.natsMonitor))
+// metric reads the sample named exactly series (as the text format writes
+// it, such as `sudoku_batches_total{outcome="acked"}`) from the /metrics
+// of the worker serving on addr.
+func metric(addr, series string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return -1
+		return 0, err
 	}
 	defer resp.Body.Close()
-	var connz struct {
-		Connections []struct {
-			Subs []string `json:"subscriptions_list"`
-		} `json:"connections"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&connz); err != nil {
-		return -1
-	}
-	n := 0
-	for _, c := range connz.Connections {
-		if slices.Contains(c.Subs, subject) {
-			n++
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
-	return n
+	return 0, fmt.Errorf("no %s in %s/metrics", series, addr)
 }

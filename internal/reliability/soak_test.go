@@ -2,6 +2,8 @@ package reliability
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -23,20 +25,19 @@ const (
 	producerMaxKB = 300 << 10
 )
 
-// soakSize returns the number of puzzles of the soak: $SUDOKU_SOAK, else
-// 100000 (10000 with -short).
+// soakSize returns the number of puzzles of the soak, $SUDOKU_SOAK; the
+// soak is skipped without it (it builds a binary and runs for minutes: it
+// is not for every CI run).
 func soakSize(t *testing.T) int {
-	if v := os.Getenv("SUDOKU_SOAK"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("SUDOKU_SOAK=%q: want a number of puzzles", v)
-		}
-		return n
+	v := os.Getenv("SUDOKU_SOAK")
+	if v == "" {
+		t.Skip("set SUDOKU_SOAK=N to push N puzzles through (1000000 for the full run)")
 	}
-	if testing.Short() {
-		return 10_000
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("SUDOKU_SOAK=%q: want a number of puzzles", v)
 	}
-	return 100_000
+	return n
 }
 
 // buildSudoku builds the sudoku command, without the race detector, so
@@ -99,10 +100,55 @@ func idleGoroutines(t *testing.T, addr string) int {
 }
 
 // peak keeps the largest peak resident memory (VmHWM) sampled of each
-// process.
+// process, and the largest file storage of the nats-server.
 type peak struct {
-	mu sync.Mutex
-	kb map[*proc]int64
+	mu      sync.Mutex
+	kb      map[*proc]int64
+	storage int64
+}
+
+// sampleStorage samples the private nats-server's file storage.
+func (pk *peak) sampleStorage(s *sys) {
+	if n := s.storage(); n > 0 {
+		pk.mu.Lock()
+		pk.storage = max(pk.storage, n)
+		pk.mu.Unlock()
+	}
+}
+
+// storage returns the bytes of file storage the private nats-server's
+// JetStream uses (its /jsz), or -1.
+func (s *sys) storage() int64 {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", s.natsMonitor))
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Storage int64 `json:"storage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return -1
+	}
+	return jsz.Storage
+}
+
+// streamBytes describes the bytes and messages of each of the test's
+// streams.
+func (s *sys) streamBytes() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var parts []string
+	for _, name := range []string{s.q.Opts.Stream, s.q.Opts.ResultsStream(), "KV_" + s.q.Opts.JobsBucket(), s.q.Opts.DLQStream} {
+		str, err := s.q.JS.Stream(ctx, name)
+		if err != nil {
+			parts = append(parts, name+": "+err.Error())
+			continue
+		}
+		st := str.CachedInfo().State
+		parts = append(parts, fmt.Sprintf("%s %.1f MB in %d messages", name, float64(st.Bytes)/(1<<20), st.Msgs))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (pk *peak) sample(ps ...*proc) {
@@ -169,6 +215,7 @@ func TestSoak(t *testing.T) {
 		defer tick.Stop()
 		for {
 			pk.sample(append([]*proc{p}, ws...)...)
+			pk.sampleStorage(s)
 			select {
 			case <-stop:
 				return
@@ -188,8 +235,10 @@ func TestSoak(t *testing.T) {
 	if id == nil {
 		t.Fatalf("no job id in:\n%s", p.stderr.String())
 	}
-	j := s.checkJob(id[1], int64(n))
+	j := s.checkJob(id[1], want{lines: int64(n), queued: int64(n)})
+	checkSummary(t, p.stderr.String(), id[1], fmt.Sprintf("%d unique", n))
 	checkSolutionFiles(t, in, out, n)
+	streams := s.streamBytes()
 
 	after := make([]int, workers)
 	for i, a := range addrs {
@@ -206,6 +255,8 @@ func TestSoak(t *testing.T) {
 	rate := float64(n) / elapsed.Seconds()
 	t.Logf("soak: %d puzzles in %v: %.0f puzzles/s (submit --wait, from start to the last result written); job %v from creation to finish",
 		n, elapsed.Round(time.Millisecond), rate, j.Finished.Sub(j.Created).Round(time.Millisecond))
+	t.Logf("soak: nats-server file storage: peak %.1f MB during the job, %.1f MB after it (%s)",
+		float64(pk.storage)/(1<<20), float64(s.storage())/(1<<20), streams)
 	t.Logf("soak: producer peak RSS %.1f MB (limit %d MB)", float64(pk.of(p))/1024, producerMaxKB>>10)
 	for i, w := range ws {
 		t.Logf("soak: %s peak RSS %.1f MB (limit %d MB); goroutines %d before, %d after", w.name,
