@@ -35,11 +35,11 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil { // nil: we are closing
-				log.Warn("nats: disconnected; reconnecting", "err", err)
+				log.Warn("NATS: disconnected; reconnecting", "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted())
+			log.Info("NATS: reconnected", "server", nc.ConnectedUrlRedacted())
 		}),
 		// Asynchronous errors (a slow consumer dropping messages, which
 		// JetStream redelivers) in the process's log format, not printed
@@ -50,7 +50,7 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 			if sub != nil {
 				subject = sub.Subject
 			}
-			log.Warn("nats: asynchronous error", "err", err, "subject", subject)
+			log.Warn("NATS: asynchronous error", "err", err, "subject", subject)
 		}),
 	}
 	switch {
@@ -211,6 +211,7 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 	default:
 		log.Warn("Redis not reachable; going on without the cache until it answers",
 			"addrs", strings.Join(cfg.Redis.Addrs, ","), "err", perr)
+		guardOpts.Down = true // said once here, not again by the first lookup
 	}
 	c.Cache = cache.NewGuard(rc, guardOpts)
 	c.closers = append(c.closers, func() { _ = rc.Close() })
@@ -304,6 +305,10 @@ func natsConnectError(urls string, err error) error {
 		return fmt.Errorf("NATS at %s refused the credentials (authorization failed; check nats.user and "+
 			"nats.password, nats.token, nats.creds_file or nats.nkey_file): %w", redactURL(urls), err)
 	}
+	if errors.Is(err, nats.ErrNoServers) {
+		return fmt.Errorf("cannot connect to NATS at %s: no server answered (is nats-server running? set nats.url, "+
+			"$SUDOKU_NATS_URL or --nats-url): %w", redactURL(urls), err)
+	}
 	return fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(urls), err)
 }
 
@@ -323,6 +328,9 @@ func redisError(c config.RedisConfig, err error) error {
 	if isAuthError(err) {
 		return fmt.Errorf("Redis at %s refused the credentials (authentication failed; check redis.username "+
 			"and redis.password): %w", where, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("Redis at %s did not answer within %s: %w", where, c.DialTimeout+time.Second, err)
 	}
 	return fmt.Errorf("Redis at %s: %w", where, err)
 }

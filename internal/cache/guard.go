@@ -25,6 +25,10 @@ type GuardOptions struct {
 	// OnError, if set, is called with "get" or "put" and the error of
 	// every failed call, for metrics.
 	OnError func(op string, err error)
+	// Down starts the guard in an outage (the caller found the cache
+	// down and said so): the first calls probe it, and its recovery is
+	// logged.
+	Down bool
 }
 
 // Guard makes a cache best-effort, for callers that must never wait on
@@ -61,7 +65,16 @@ func NewGuard(c Cache, opts GuardOptions) *Guard {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Guard{c: c, opts: opts}
+	g := &Guard{c: c, opts: opts}
+	if opts.Down && c != nil {
+		now := time.Now()
+		for _, h := range []*health{&g.read, &g.write} {
+			h.down.Store(true)
+			h.since.Store(now.UnixNano())
+			h.backoff.Store(int64(250 * time.Millisecond))
+		}
+	}
+	return g
 }
 
 // SetOnError sets GuardOptions.OnError; call it before using g.

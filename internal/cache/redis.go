@@ -45,7 +45,7 @@ func (r *Redis) Close() error { return r.rdb.Close() }
 // Ping checks that Redis answers.
 func (r *Redis) Ping(ctx context.Context) error {
 	if err := r.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis ping: %w", err)
+		return fmt.Errorf("ping: %w", err)
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ in the cache (the workers' solve endpoint), p50 and p99.`,
 			return runBench(cmd, args[0], bs, runs, getN)
 		},
 	}
+	config.AddKeyFlags(cmd.Flags(), keyNATSURL, keyRedisAddrs)
 	cmd.Flags().StringVar(&sizes, "batch-sizes", "256,1024", "comma-separated puzzles per message to try")
 	cmd.Flags().IntVar(&runs, "runs", 3, "runs of each measurement (the median is reported)")
 	cmd.Flags().IntVar(&getN, "get", 200, "lookups of each kind for the get latency (0: skip)")

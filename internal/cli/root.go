@@ -70,13 +70,6 @@ workers that cache their results in Redis.`,
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())
 	}
-	for _, c := range root.Commands() {
-		// bench does not define the flags of the services it measures;
-		// until it does, it gets them here.
-		if c.Name() == "bench" && c.Flags().Lookup("nats-url") == nil {
-			config.AddKeyFlags(c.Flags(), keyNATSURL, keyRedisAddrs)
-		}
-	}
 	return root
 }
 
