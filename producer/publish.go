@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -120,6 +121,11 @@ func (pb *publisher) publishSync(ctx context.Context, f inflight) error {
 		err = ctx.Err()
 	}
 	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.Is(err, nats.ErrMaxPayload) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrMessageTooLarge) {
+			return fmt.Errorf("NATS refused a batch of %d bytes as too large (queue.max_message_bytes must stay "+
+				"below the server's max_payload and the stream's limit): %w", len(f.msg.Data), err)
+		}
 		return fmt.Errorf("publish to %s: %w", f.msg.Subject, err)
 	}
 	return nil
@@ -138,3 +144,7 @@ func (pb *publisher) wait(ctx context.Context) error {
 
 // abandon forgets the outstanding publishes.
 func (pb *publisher) abandon() { pb.pending, pb.bytes = nil, 0 }
+
+// jsErrMessageTooLarge is JetStream's error code for a message over the
+// stream's maximum message size.
+const jsErrMessageTooLarge jetstream.ErrorCode = 10054
