@@ -240,6 +240,9 @@ func (f *follower) run(ctx context.Context) error {
 			}
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 			idle++
+			if !f.q.JS.Conn().IsConnected() {
+				f.unreachable(nats.ErrDisconnected)
+			}
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
 		default:
