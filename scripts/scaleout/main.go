@@ -190,7 +190,7 @@ func run(ctx context.Context, cfg config, data string, counts []int) ([]row, err
 		var runs, noisy []row
 		for i := 0; len(runs) < cfg.repeat && i < 3*cfg.repeat; i++ {
 			name := fmt.Sprintf("scaleout_%s_w%d_%d", id, k, i)
-			r, err := measure(ctx, cfg, name, k, rdb)
+			r, err := measure(ctx, cfg, name, k)
 			cleanup(nc, rdb, name)
 			if err != nil {
 				return rows, fmt.Errorf("%d workers: %w", k, err)
@@ -269,7 +269,7 @@ func makePuzzles(data, out string, n int) error {
 }
 
 // measure runs the job once with k worker processes.
-func measure(ctx context.Context, cfg config, name string, k int, rdb *redis.Client) (row, error) {
+func measure(ctx context.Context, cfg config, name string, k int) (row, error) {
 	env := append(os.Environ(),
 		"SUDOKU_NATS_URL="+cfg.natsURL,
 		"SUDOKU_REDIS_ADDRS="+cfg.redisAddr,
@@ -329,9 +329,13 @@ func measure(ctx context.Context, cfg config, name string, k int, rdb *redis.Cli
 	var stderr strings.Builder
 	sub := exec.CommandContext(ctx, cfg.bin, "submit", "--wait", "--out", os.DevNull, cfg.file)
 	sub.Env, sub.Stderr = env, &stderr
+	start := time.Now()
 	if err := sub.Run(); err != nil {
 		return r, fmt.Errorf("submit --wait: %w: %s", err, stderr.String())
 	}
+	// The job's time: from the start of the submission to its last
+	// result read back in input order (the job is followed as it runs).
+	r.elapsed = time.Since(start)
 	cpu1, err := workersCPU(workers)
 	if err != nil {
 		return r, err
@@ -350,16 +354,15 @@ func measure(ctx context.Context, cfg config, name string, k int, rdb *redis.Cli
 	if m == nil {
 		return r, fmt.Errorf("no job id in %q", stderr.String())
 	}
-	h, err := rdb.HGetAll(ctx, name+":job:{"+m[1]+"}").Result()
+	st := exec.CommandContext(ctx, cfg.bin, "job", "status", m[1])
+	st.Env = env
+	out, err := st.Output()
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("job status %s: %w", m[1], err)
 	}
-	created, _ := strconv.ParseInt(h["created"], 10, 64)
-	finished, _ := strconv.ParseInt(h["finished"], 10, 64)
-	if done, _ := strconv.Atoi(h["done"]); done != cfg.n || finished == 0 {
-		return r, fmt.Errorf("job %s: %d of %d done, finished %d", m[1], done, cfg.n, finished)
+	if want := fmt.Sprintf("done      %d of %d lines", cfg.n, cfg.n); !strings.Contains(string(out), want) {
+		return r, fmt.Errorf("job %s is not done: %s", m[1], out)
 	}
-	r.elapsed = time.Duration(finished-created) * time.Millisecond
 	for _, addr := range addrs {
 		r.perWorker = append(r.perWorker, scrape(addr, `sudoku_puzzles_total{status="unique"}`))
 	}
@@ -609,7 +612,7 @@ func humanize(v float64) string {
 
 // cleanup deletes a run's streams and keys.
 func cleanup(nc *nats.Conn, rdb *redis.Client, name string) {
-	for _, s := range []string{name, name + "_DLQ"} {
+	for _, s := range []string{name, name + "_DLQ", name + "_RESULTS", "KV_" + name + "_JOBS"} {
 		_, _ = nc.Request("$JS.API.STREAM.DELETE."+s, nil, 5*time.Second)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
