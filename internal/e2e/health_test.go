@@ -45,7 +45,8 @@ func TestWorkerHealthProbe(t *testing.T) {
 		wantErr  string
 	}{
 		{"alive", nil, nil, 0, "ok\n", ""},
-		{"ready", nil, []string{"--ready"}, 0, "worker: ok\nnats: ok\nredis: ok\n", ""},
+		// Redis is only a cache: readiness does not depend on it.
+		{"ready", nil, []string{"--ready"}, 0, "worker: ok\nnats: ok\n", ""},
 		{"nothing_listening", env{"SUDOKU_METRICS_ADDR=" + freeAddr(t)}, nil, 1, "", "connection refused"},
 		{"no_address", env{"SUDOKU_METRICS_ADDR="}, nil, 2, "", "metrics.addr is not set"},
 	} {
@@ -56,6 +57,12 @@ func TestWorkerHealthProbe(t *testing.T) {
 					code, out, stderr, tc.wantCode, tc.wantOut, tc.wantErr)
 			}
 		})
+	}
+	// The cache's state is a metric instead.
+	if _, page, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); err != nil {
+		t.Error(err)
+	} else if v, err := metricValue(page, "sudoku_cache_up"); err != nil || v != 1 {
+		t.Errorf("sudoku_cache_up %v (%v), want 1", v, err)
 	}
 	if code := w.stop(20 * time.Second); code != 0 {
 		t.Errorf("worker: exit %d after SIGTERM", code)

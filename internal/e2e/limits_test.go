@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
@@ -65,18 +66,19 @@ func TestMessageSizeLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q, err := queue.Setup(ctx, js, app.QueueOptions(e.config(t).Queue))
+	cfg := e.config(t)
+	q, err := queue.Setup(ctx, js, app.QueueOptions(cfg.Queue, cfg.Job.ResultTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = js.Publish(ctx, q.Opts.BulkSubject(), bytes.Repeat([]byte{'x'}, limit+1))
+	_, err = js.Publish(ctx, q.Opts.WorkSubject(job.NewID()), bytes.Repeat([]byte{'x'}, limit+1))
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		t.Fatalf("publish of %d bytes to a stream with a %d-byte maximum: %v, want error code %d",
 			limit+1, limit, err, jetstream.JSErrCodeStreamMessageExceedsMaximum)
 	}
 	t.Logf("refused: %v", err)
-	if _, err := js.Publish(ctx, q.Opts.BulkSubject()+".none", bytes.Repeat([]byte{'x'}, limit)); err != nil &&
+	if _, err := js.Publish(ctx, q.Opts.WorkSubject(job.NewID()), bytes.Repeat([]byte{'x'}, limit)); err != nil &&
 		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		t.Errorf("a message of exactly the maximum was refused: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -354,16 +355,23 @@ func metricValue(page, series string) (float64, error) {
 	return 0, fmt.Errorf("no sample %s", series)
 }
 
-// jobStatus checks that `sudoku job status id` shows an exact count of n
-// puzzles, all unique, and none failed: nothing was counted twice.
+// jobStatus checks that `sudoku job status id` shows the job finished,
+// with an exact count of n puzzles, all sent to the workers, all unique,
+// every batch done, none failed: nothing was counted twice or lost.
 func jobStatus(t testing.TB, e env, id string, n int) {
 	t.Helper()
 	code, status, stderr := run(t, time.Minute, e, "job", "status", id)
 	if code != 0 {
 		t.Fatalf("job status: exit %d: %s", code, stderr)
 	}
-	for _, s := range []string{fmt.Sprintf("solved    %d of %d queued", n, n),
-		fmt.Sprintf("results   %d unique", n), "failed    0"} {
+	batches := regexp.MustCompile(`(?m)^done      \d+ of \d+ lines \(100\.0%\), (\d+) of (\d+) batches$`).FindStringSubmatch(status)
+	if batches == nil || batches[1] != batches[2] {
+		t.Errorf("job status does not show every batch done:\n%s", status)
+	}
+	for _, s := range []string{"state     finished\n",
+		fmt.Sprintf("lines     %d: %d to the workers, 0 cached, 0 repeated, 0 invalid\n", n, n),
+		fmt.Sprintf("done      %d of %d lines (100.0%%)", n, n),
+		fmt.Sprintf("results   %d unique\n", n), "failed    0\n"} {
 		if !strings.Contains(status, s) {
 			t.Errorf("job status lacks %q:\n%s", s, status)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
@@ -67,11 +69,16 @@ func sentinel(t testing.TB, master, masterAddr string) string {
 	return addr
 }
 
-// TestRedisSentinel runs a worker and a producer whose Redis is found
+// TestRedisSentinel runs a worker and producers whose Redis is found
 // through a Sentinel (redis.master_name, redis.addrs naming the
-// Sentinel), as go-redis's UniversalClient does for a master name; then
-// kills the master, waits for the Sentinel to promote the replica, and
-// runs a second job, which the same worker must write to the new master.
+// Sentinel), as go-redis's UniversalClient does for a master name. A
+// first job fills the cache on the master. In the middle of a second
+// job (some of its batches done, not all), the master is killed: the
+// job does not notice (Redis is only a cache), it completes with every
+// line right and exact counts while the Sentinel promotes the replica.
+// The worker, started before, then writes to the new master, found
+// through the Sentinel, and says once that the cache failed and once
+// that it is back.
 func TestRedisSentinel(t *testing.T) {
 	ns := testenv.NATSServer(t)
 	master := testenv.RedisServer(t)
@@ -80,11 +87,13 @@ func TestRedisSentinel(t *testing.T) {
 	sAddr := sentinel(t, masterName, master.Addr)
 
 	name := testenv.Name("e2esn")
+	const batchSize = 50
 	e := baseEnv(queueEnv(name)...).with(
 		"SUDOKU_NATS_URL="+ns.URL(),
 		"SUDOKU_REDIS_ADDRS="+sAddr,
 		"SUDOKU_REDIS_MASTER_NAME="+masterName,
-		"SUDOKU_QUEUE_BATCH_SIZE=50",
+		fmt.Sprintf("SUDOKU_QUEUE_BATCH_SIZE=%d", batchSize),
+		"SUDOKU_WORKER_CONCURRENCY=1",
 	)
 	worker := start(t, "worker", e.with("SUDOKU_LOG_LEVEL=info"), "worker")
 
@@ -100,27 +109,12 @@ func TestRedisSentinel(t *testing.T) {
 	}
 	ps := manyPuzzles(t, 600, "17_clue_200.txt")
 	job(writeFile(t, ps[:300]))
-	if n := keyCount(t, master.Addr, name); n == 0 {
-		t.Fatal("nothing written to the master")
-	}
-
-	// Lose the master (SIGKILL): the Sentinel sees it down after a second
-	// and promotes the replica; the worker (started before) and a new
-	// producer find the new master through the Sentinel. (A manual
-	// SENTINEL FAILOVER would leave the old master up and writable for
-	// ~10 s until the Sentinel demotes it: results written there in that
-	// window are lost. Sentinel's failover is for a master that is gone.)
+	// The worker fills the cache after each ack.
+	waitUntil(t, 10*time.Second, "the first job's 300 solutions in the master", func() bool {
+		return keyCount(t, master.Addr, name) == 300
+	})
 	waitUntil(t, 10*time.Second, "the replica is in sync", func() bool {
 		return keyCount(t, replica.Addr, name) == keyCount(t, master.Addr, name)
-	})
-	sc := redis.NewSentinelClient(&redis.Options{Addr: sAddr})
-	defer sc.Close()
-	master.Stop()
-	waitUntil(t, 30*time.Second, "the Sentinel names the replica as master", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		got, err := sc.GetMasterAddrByName(ctx, masterName).Result()
-		return err == nil && len(got) == 2 && net.JoinHostPort(got[0], got[1]) == replica.Addr
 	})
 	before := keyCount(t, replica.Addr, name)
 	defer func() {
@@ -131,13 +125,92 @@ func TestRedisSentinel(t *testing.T) {
 			worker.wait(5 * time.Second)
 		}
 	}()
-	job(writeFile(t, ps[300:]))
-	if after := keyCount(t, replica.Addr, name); after <= before {
-		t.Errorf("the new master has %d keys after the second job, %d before", after, before)
+
+	// A job of hard puzzles, long enough to lose the master in its
+	// middle.
+	const n = 3000
+	file := writeFile(t, manyPuzzles(t, n, "hardest_200.txt"))
+	want := localOut(t, file)
+	code, out, stderr := run(t, time.Minute, e, "submit", file)
+	if code != 0 {
+		t.Fatalf("submit: exit %d: %s", code, stderr)
 	}
+	id := strings.TrimSpace(out)
+	waiter := start(t, "job wait", e, "job", "wait", id)
+	done := func() int { return batchesDone(t, ns.URL(), name, id) }
+	waitUntil(t, 30*time.Second, "some of the job done", func() bool { return done() > 0 })
+
+	// Lose the master (SIGKILL) with a cache write in flight or about to
+	// be: the Sentinel sees it down after a second and promotes the
+	// replica. (A manual SENTINEL FAILOVER would leave the old master up
+	// and writable for ~10 s until the Sentinel demotes it: results
+	// written there in that window are lost. Sentinel's failover is for
+	// a master that is gone.)
+	master.Stop()
+	at := done()
+	t.Logf("killed the master with %d of %d batches done", at, n/batchSize)
+	if at >= n/batchSize {
+		t.Fatal("the job finished before the master was killed; make it longer")
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sAddr})
+	defer sc.Close()
+	waitUntil(t, 30*time.Second, "the Sentinel names the replica as master", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		got, err := sc.GetMasterAddrByName(ctx, masterName).Result()
+		return err == nil && len(got) == 2 && net.JoinHostPort(got[0], got[1]) == replica.Addr
+	})
+	if code := waiter.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("job wait: exit %d: %s", code, waiter.stderr.String())
+	}
+	if waiter.stdout.String() != want {
+		t.Fatal("results of the job that lost the master differ from solve --local")
+	}
+	jobStatus(t, e, id, n)
+
+	// The worker writes to the new master, once its cache has backed off
+	// (5s at most) and probes it again.
+	time.Sleep(6 * time.Second)
+	job(writeFile(t, ps[300:]))
+	waitUntil(t, 10*time.Second, "the third job's 300 solutions in the new master", func() bool {
+		return keyCount(t, replica.Addr, name) >= before+300
+	})
 	if worker.exited() {
 		t.Fatalf("the worker exited (%d) during the failover", worker.code)
 	}
+	log := worker.stderr.String()
+	for _, l := range []string{"cache: Redis writes failing", "cache: Redis writes are back"} {
+		if c := strings.Count(log, l); c != 1 {
+			t.Errorf("the worker logged %q %d times, want once:\n%s", l, c, log)
+		}
+	}
+}
+
+// batchesDone returns how many batches of job id have their results in
+// the results stream of the queue name on the NATS server at url.
+func batchesDone(t testing.TB, url, name, id string) int {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		return -1
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	o := queue.Options{Stream: name, Prefix: name}
+	s, err := js.Stream(ctx, o.ResultsStream())
+	if err != nil {
+		return -1
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(o.ResultsFilter(id)))
+	if err != nil {
+		return -1
+	}
+	return len(info.State.Subjects)
 }
 
 // consumerState describes the bulk consumer of the stream name on the

@@ -156,6 +156,8 @@ func TestTLS(t *testing.T) {
 		}
 	})
 
+	// NATS holds the jobs: a worker that cannot reach it fails at
+	// start-up, naming what failed.
 	bad := []struct {
 		name string
 		env  env
@@ -165,12 +167,6 @@ func TestTLS(t *testing.T) {
 			[]string{"connect to NATS at nats://" + natsAddr}},
 		{"nats_without_the_ca", env{"SUDOKU_NATS_TLS_CA_FILE="},
 			[]string{"connect to NATS at nats://" + natsAddr, "x509"}},
-		{"redis_without_client_certificate", env{"SUDOKU_REDIS_TLS_CERT_FILE=", "SUDOKU_REDIS_TLS_KEY_FILE="},
-			[]string{"Redis at " + redisAddr}},
-		{"redis_without_the_ca", env{"SUDOKU_REDIS_TLS_CA_FILE="},
-			[]string{"Redis at " + redisAddr, "x509"}},
-		{"redis_without_tls", env{"SUDOKU_REDIS_TLS_CA_FILE=", "SUDOKU_REDIS_TLS_CERT_FILE=", "SUDOKU_REDIS_TLS_KEY_FILE="},
-			[]string{"Redis at " + redisAddr}},
 		{"missing_ca_file", env{"SUDOKU_NATS_TLS_CA_FILE=" + filepath.Join(t.TempDir(), "absent.pem")},
 			[]string{"nats.tls", "absent.pem"}},
 	}
@@ -189,6 +185,43 @@ func TestTLS(t *testing.T) {
 				}
 			}
 			t.Logf("exit %d: %s", code, strings.TrimSpace(lastLine(stderr)))
+		})
+	}
+
+	// Redis is only a cache: a worker that cannot reach it says so,
+	// naming the address and what failed, and works without it; so does
+	// the producer, and the job completes.
+	badRedis := []struct {
+		name string
+		env  env
+		want []string
+	}{
+		{"redis_without_client_certificate", env{"SUDOKU_REDIS_TLS_CERT_FILE=", "SUDOKU_REDIS_TLS_KEY_FILE="}, nil},
+		{"redis_without_the_ca", env{"SUDOKU_REDIS_TLS_CA_FILE="}, []string{"x509"}},
+		{"redis_without_tls", env{"SUDOKU_REDIS_TLS_CA_FILE=", "SUDOKU_REDIS_TLS_CERT_FILE=", "SUDOKU_REDIS_TLS_KEY_FILE="}, nil},
+	}
+	file := writeFile(t, manyPuzzles(t, 100, "17_clue_200.txt"))
+	want := localOut(t, file)
+	for _, tc := range badRedis {
+		t.Run(tc.name, func(t *testing.T) {
+			e := baseEnv(queueEnv(testenv.Name("e2etls"))...).with(tlsEnv...).with(tc.env...).with(
+				"SUDOKU_REDIS_DIAL_TIMEOUT=1s")
+			w := start(t, "worker", e, "worker")
+			code, out, stderr := run(t, time.Minute, e, "submit", "--wait", file)
+			if code != 0 || out != want {
+				t.Fatalf("submit --wait without Redis: exit %d, results as solve --local's: %v; stderr:\n%s", code, out == want, stderr)
+			}
+			if w.exited() {
+				t.Fatalf("the worker exited (%d)", w.code)
+			}
+			for what, log := range map[string]string{"the worker": w.stderr.String(), "the producer": stderr} {
+				for _, s := range append([]string{"Redis not reachable; going on without the cache", redisAddr}, tc.want...) {
+					if !strings.Contains(log, s) {
+						t.Errorf("%s's log lacks %q:\n%s", what, s, log)
+					}
+				}
+			}
+			t.Logf("%s", strings.TrimSpace(lastLine(w.stderr.String())))
 		})
 	}
 }
