@@ -42,6 +42,7 @@ func (w *Worker) startService() (micro.Service, error) {
 		Name:        queue.ServiceName,
 		Version:     w.opts.Version,
 		Description: "sudoku-queue: solve Sudoku puzzles one at a time or in bulk jobs",
+		Metadata:    queue.ServiceMetadata(w.q.Opts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: start the micro service: %w", err)

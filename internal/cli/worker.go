@@ -32,7 +32,8 @@ cache (unless the producer did), the misses solved, the batch's results
 published to the results stream, and only then is the message
 acknowledged; the new solutions then go to Redis. Redis is only a cache:
 while it is down or full the worker solves without it. The worker also
-serves the NATS micro service "sudoku" (solve one puzzle on request).
+serves the NATS micro service "sudoku": solve one puzzle, submit a bulk
+job, a job's status (docs/protocol.md).
 
 With metrics.addr set (--metrics-addr, SUDOKU_METRICS_ADDR), the worker
 serves Prometheus metrics on /metrics, liveness on /healthz and readiness
