@@ -273,7 +273,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if o.Update {
-		q.Work, err = js.CreateOrUpdateConsumer(ctx, o.Stream, cc)
+		q.Work, err = updateConsumer(ctx, js, o.Stream, cc)
 	} else if q.Work, err = js.Consumer(ctx, o.Stream, cc.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		if q.Work, err = js.CreateConsumer(ctx, o.Stream, cc); errors.Is(err, jetstream.ErrConsumerExists) {
 			q.Work, err = js.Consumer(ctx, o.Stream, cc.Durable)
@@ -283,6 +283,27 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		return nil, fmt.Errorf("queue: create consumer %s on %s: %w", cc.Durable, o.Stream, err)
 	}
 	return q, nil
+}
+
+// updateConsumer creates the durable consumer cc or brings it to cc. One
+// with another filter subject (an older subject layout) is deleted and
+// created anew rather than updated: nats-server 2.9 takes a new filter on
+// an update but goes on delivering by the old one, so that messages
+// published after it would never be delivered. On a work-queue stream no
+// message is lost by that: what was delivered and not acknowledged stays
+// in the stream for the new consumer.
+func updateConsumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c, err := js.Consumer(ctx, stream, cc.Durable)
+	if err == nil {
+		if old := c.CachedInfo().Config; old.FilterSubject != cc.FilterSubject || len(old.FilterSubjects) > 0 {
+			if err := js.DeleteConsumer(ctx, stream, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return nil, err
+			}
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateConsumer(ctx, stream, cc)
 }
 
 // duplicates is the duplicate window of a stream whose messages live

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
@@ -56,6 +58,65 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 			}
 			if _, err := q.JS.Stream(ctx, o.DLQStream); err != nil {
 				t.Errorf("the dead-letter stream was not created again: %v", err)
+			}
+		})
+	}
+}
+
+// TestSetupReplacesAConsumerWithAnotherFilter checks that a worker meeting
+// the work consumer of an older layout (another filter subject, as before
+// jobs had subjects of their own) gets every message published after it
+// started: nats-server 2.9 takes the new filter on an update but goes on
+// delivering by the old one, skipping the new messages for good.
+func TestSetupReplacesAConsumerWithAnotherFilter(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			q := testenv.NewQueue(t, server, queue.Options{Update: true})
+			o := q.Opts
+			durable := o.Consumer + "-bulk"
+			if err := q.JS.DeleteConsumer(ctx, o.Stream, durable); err != nil {
+				t.Fatal(err)
+			}
+			old := o.Prefix + ".jobs.bulk" // the layout before job subjects
+			if _, err := q.JS.CreateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
+				Durable: durable, FilterSubject: old, AckPolicy: jetstream.AckExplicitPolicy,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.JS.Publish(ctx, old, []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			nq, err := queue.Setup(ctx, q.JS, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := nq.Work.CachedInfo().Config.FilterSubject; got != o.WorkFilter() {
+				t.Fatalf("filter %q, want %q", got, o.WorkFilter())
+			}
+			if _, err := q.JS.Publish(ctx, o.WorkSubject("j1"), []byte("new")); err != nil {
+				t.Fatal(err)
+			}
+			batch, err := nq.Work.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for m := range batch.Messages() {
+				got = append(got, m.Subject())
+				_ = m.Ack()
+			}
+			if len(got) != 1 || got[0] != o.WorkSubject("j1") {
+				t.Errorf("fetched %q, want the one message on %s", got, o.WorkSubject("j1"))
+			}
+			// The message of the old layout stays in the stream, not lost.
+			s, err := q.JS.Stream(ctx, o.Stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := s.CachedInfo().State.Msgs; n != 1 {
+				t.Errorf("%d messages left in the work stream, want the old one", n)
 			}
 		})
 	}
