@@ -219,11 +219,35 @@ func (f *follower) run(ctx context.Context) error {
 		// size.
 		return c.Messages(jetstream.PullMaxBytes(4 << 20))
 	}
-	it, err := open()
+	// reopen opens the reader, waiting while JetStream does not answer
+	// (a cluster electing a leader, NATS reconnecting).
+	reopen := func() (jetstream.MessagesContext, error) {
+		for {
+			it, err := open()
+			switch {
+			case err == nil:
+				return it, nil
+			case ctx.Err() != nil:
+				return nil, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+				return nil, err
+			}
+			f.unreachable(err)
+			select {
+			case <-time.After(f.opts.Poll):
+			case <-ctx.Done():
+			}
+		}
+	}
+	it, err := reopen()
 	if err != nil {
 		return err
 	}
-	defer func() { it.Stop() }()
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
 	lastRead, lastMsg := time.Now(), time.Now()
 	idle := 0
 	for !f.complete() {
@@ -261,11 +285,8 @@ func (f *follower) run(ctx context.Context) error {
 		if idle > 0 && time.Since(lastMsg) > 10*f.opts.Poll {
 			// Long without a message: start the reader again.
 			it.Stop()
-			if it, err = open(); err != nil {
-				f.unreachable(err)
-				if it, err = open(); err != nil {
-					return err
-				}
+			if it, err = reopen(); err != nil {
+				return err
 			}
 			lastMsg = time.Now()
 		}
