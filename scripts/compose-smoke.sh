@@ -353,9 +353,8 @@ check_counts "$id1" "$N1"
 log "job 1 ($id1): $N1 lines identical to solve --local, counts exact, in ${T_JOB}s ($(grep -o '[0-9]* puzzles in [^ ]*' "$tmp/job1.err" | tail -n 1 || true))"
 
 # The host reaches the cluster through the published ports, with the same CLI
-# and the cluster's settings: a client that opens the queue with other
-# settings (the default queue.replicas 1, say) changes the shared streams
-# to its own (R3 to R1), in the middle of other clients' work.
+# and the cluster's settings (only a worker brings the streams to its own
+# queue.* settings, but the names and subjects must match).
 # Settings through the environment: a command refuses a flag it does not use.
 if ! s=$(SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_LOG_FORMAT=text \
   SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT SUDOKU_REDIS_ADDRS=127.0.0.1:$SUDOKU_REDIS_HOST_PORT \
