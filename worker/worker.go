@@ -66,8 +66,10 @@ type BatchStats struct {
 
 // Options tune a Worker. The zero value works.
 type Options struct {
-	// Concurrency is the number of batches solved at once (default
-	// GOMAXPROCS). One more goroutine serves the solve endpoint.
+	// Concurrency is the number of handler goroutines (default
+	// GOMAXPROCS): batches in work at once. A handler without a batch
+	// helps solve the puzzles of another's. One more goroutine serves the
+	// solve endpoint.
 	Concurrency int
 	// Fetch is how many messages the worker requests ahead (default
 	// 4 x Concurrency): enough to keep every core busy while batches wait
@@ -116,6 +118,7 @@ type Worker struct {
 	committing sync.WaitGroup // batches being committed
 
 	inFlight atomic.Int64
+	help     chan *share        // a batch's puzzles, offered to idle handlers
 	solves   chan *solveRequest // requests of the solve endpoint
 	ready    chan struct{}      // closed once Run serves and pulls
 
@@ -152,7 +155,7 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 	}
 	return &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
 		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
-		solves: make(chan *solveRequest, 64), ready: make(chan struct{})}
+		help: make(chan *share), solves: make(chan *solveRequest, 64), ready: make(chan struct{})}
 }
 
 // Ready is closed once Run has registered the micro service and started
@@ -215,8 +218,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer handlers.Done()
 			var sv solver.Solver
-			for m := range msgs {
-				w.handle(ctx, work, &sv, m)
+			for {
+				select {
+				case m, ok := <-msgs:
+					if !ok {
+						return
+					}
+					w.handle(ctx, work, &sv, m)
+				case sh := <-w.help:
+					sh.work(&sv)
+					sh.helpers.Done()
+				}
 			}
 		}()
 	}
@@ -545,13 +557,9 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	if b.Flags&job.FlagCacheChecked == 0 {
 		hits = w.cache.Get(ctx, keys)
 	}
-	opts := solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first}
-	var solved []cache.Entry
-	var arena []byte // the compact forms of the solved outcomes, for the cache
-	if keys != nil {
-		solved = make([]cache.Entry, 0, len(idx))
-		arena = make([]byte, 0, 64*len(idx))
-	}
+	sh := &share{w: w, ctx: ctx, b: b, opts: solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first},
+		idx: make([]int, 0, len(idx)), times: make([]time.Duration, 0, len(idx))}
+	var misses []int // indexes into idx of the puzzles to solve
 	for j, i := range idx {
 		it := &b.Items[i]
 		if hits != nil && hits[j] != nil && hits[j].Answers(first) && hits[j].Puzzle == it.Grid {
@@ -560,14 +568,21 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 			st.CacheHits++
 			continue
 		}
-		t0 := time.Now()
-		o := w.solveOne(ctx, sv, &it.Grid, opts)
-		st.SolveTimes = append(st.SolveTimes, time.Since(t0))
-		if ctx.Err() != nil {
-			return nil
-		}
-		it.Kind, it.Outcome = job.Known, o
-		if keys != nil {
+		misses = append(misses, j)
+		sh.idx = append(sh.idx, i)
+	}
+	sh.times = sh.times[:len(sh.idx)]
+	sh.solve(sv)
+	if ctx.Err() != nil {
+		return nil
+	}
+	st.SolveTimes = sh.times
+	var solved []cache.Entry
+	if keys != nil {
+		solved = make([]cache.Entry, 0, len(misses))
+		arena := make([]byte, 0, 64*len(misses)) // the compact forms, for the cache
+		for _, j := range misses {
+			it := &b.Items[idx[j]]
 			n := len(arena)
 			arena = job.AppendOutcome(arena, &it.Outcome)
 			solved = append(solved, cache.Entry{Key: keys[j], Outcome: &it.Outcome, Value: arena[n:len(arena):len(arena)]})
@@ -580,6 +595,66 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 		}
 	}
 	return solved
+}
+
+// share is the puzzles of one batch that are to be solved, shared out in
+// chunks between the handler that took the batch and the handlers that
+// are idle meanwhile, so that a job of few batches still uses every core.
+type share struct {
+	w     *Worker
+	ctx   context.Context
+	b     *job.Batch
+	opts  solver.Options
+	idx   []int           // the items to solve
+	times []time.Duration // the solving time of each
+	next  atomic.Int64    // the next chunk to take
+
+	helpers sync.WaitGroup
+}
+
+// shareChunk is how many puzzles a handler takes from a share at a time:
+// small enough to balance hard puzzles, large enough that taking one costs
+// nothing next to solving it.
+const shareChunk = 8
+
+// solve solves every item of sh, with the help of idle handlers, and
+// returns when all are done.
+func (sh *share) solve(sv *solver.Solver) {
+	offered := 1 // handlers at work on sh, this one included
+	for sh.take(sv) {
+		if offered < sh.w.opts.Concurrency {
+			sh.helpers.Add(1)
+			select {
+			case sh.w.help <- sh:
+				offered++
+			default:
+				sh.helpers.Done()
+			}
+		}
+	}
+	sh.helpers.Wait()
+}
+
+// work solves chunks of sh until none is left.
+func (sh *share) work(sv *solver.Solver) {
+	for sh.take(sv) {
+	}
+}
+
+// take solves the next chunk of sh, and reports whether there was one.
+func (sh *share) take(sv *solver.Solver) bool {
+	start := int(sh.next.Add(shareChunk)) - shareChunk
+	if start >= len(sh.idx) || sh.ctx.Err() != nil {
+		return false
+	}
+	for k := start; k < min(start+shareChunk, len(sh.idx)); k++ {
+		it := &sh.b.Items[sh.idx[k]]
+		t0 := time.Now()
+		o := sh.w.solveOne(sh.ctx, sv, &it.Grid, sh.opts)
+		sh.times[k] = time.Since(t0)
+		it.Kind, it.Outcome = job.Known, o
+	}
+	return true
 }
 
 // solveOne validates and solves g; a panic in the solver becomes the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -412,4 +413,41 @@ func TestSolveEndpoint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestIdleHandlersShareABatch checks that one batch is solved by every
+// handler of a worker, not by the one that took it alone: a job of few
+// batches of hard puzzles must still use every core.
+func TestIdleHandlersShareABatch(t *testing.T) {
+	for _, concurrency := range []int{1, 4} {
+		t.Run(fmt.Sprint("concurrency ", concurrency), func(t *testing.T) {
+			e := newEnv(t, "embedded")
+			puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+			var mu sync.Mutex
+			solvers := map[*solver.Solver]int{}
+			var o observer
+			w := e.worker(Options{Concurrency: concurrency, Observer: &o})
+			w.solve = func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
+				mu.Lock()
+				solvers[sv]++
+				mu.Unlock()
+				time.Sleep(200 * time.Microsecond) // a hard puzzle
+				return sv.Solve(ctx, g, opts)
+			}
+			e.run(w)
+			rs, rec := e.follow(e.submit(puzzles, len(puzzles)), 30*time.Second)
+			check(t, puzzles, rs)
+			if rec.Batches != 1 || rec.Counts[result.StatusUnique] != 300 {
+				t.Fatalf("record: %d batches, counts %v", rec.Batches, rec.Counts)
+			}
+			if _, _, solved := o.get(OutcomeAcked); solved != 300 {
+				t.Errorf("the observer saw %d puzzles solved, want 300", solved)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if concurrency == 1 && len(solvers) != 1 || concurrency > 1 && len(solvers) < 2 {
+				t.Errorf("with concurrency %d the batch was solved by %d handlers (%v)", concurrency, len(solvers), solvers)
+			}
+		})
+	}
 }
