@@ -3,7 +3,6 @@ package reliability
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,18 +31,27 @@ func (s *sys) dlq() []queue.DeadLetter {
 }
 
 // waitDLQ waits until the dead-letter stream holds n messages, and returns
-// them as `sudoku dlq list` shows them.
+// them as `sudoku dlq list` shows them; after d it fails the test with
+// what it holds.
 func (s *sys) waitDLQ(n int, d time.Duration) []queue.DeadLetter {
 	s.t.Helper()
-	s.waitFor(fmt.Sprintf("%d dead letters", n), d, func() bool {
+	deadline := time.Now().Add(d)
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
 		str, err := s.q.JS.Stream(ctx, s.q.Opts.DLQStream)
-		return err == nil && str.CachedInfo().State.Msgs >= uint64(n)
-	})
+		cancel()
+		if err == nil && str.CachedInfo().State.Msgs >= uint64(n) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	dls := s.dlq()
 	if len(dls) != n {
-		s.t.Fatalf("%d dead letters, want %d: %+v", len(dls), n, dls)
+		reasons := map[string]int{}
+		for _, dl := range dls {
+			reasons[dl.Reason]++
+		}
+		s.t.Fatalf("%d dead letters after %v, want %d; by reason: %v", len(dls), d, n, reasons)
 	}
 	return dls
 }
