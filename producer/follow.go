@@ -168,6 +168,9 @@ func (f *follower) markStale(ctx context.Context) {
 
 // unreachable notes that JetStream did not answer.
 func (f *follower) unreachable(err error) {
+	if errors.Is(err, context.Canceled) {
+		return // we stopped asking
+	}
 	if f.downSince.IsZero() {
 		f.downSince = time.Now()
 	}
@@ -201,6 +204,14 @@ func (f *follower) complete() bool {
 	return f.rec.State != job.Publishing && f.next >= uint64(f.rec.Batches)
 }
 
+// startSlack is how long before its job's creation (by the producer's
+// clock) a reader starts reading the results stream.
+const startSlack = 5 * time.Minute
+
+// caughtUpPoll is how often a reader that has passed on every batch
+// published so far reads the job's record while its producer publishes.
+const caughtUpPoll = 20 * time.Millisecond
+
 // run reads the results stream until every batch is passed on.
 func (f *follower) run(ctx context.Context) error {
 	if f.complete() {
@@ -209,9 +220,18 @@ func (f *follower) run(ctx context.Context) error {
 	open := func() (jetstream.MessagesContext, error) {
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
-		c, err := f.q.Results.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)},
-		})
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)}}
+		if !f.rec.Created.IsZero() {
+			// Start at the job's creation, less a margin for clocks
+			// that differ: the server finds that place by time at once,
+			// where from the stream's start it would look through every
+			// older job's results for this one's (hundreds of ms on a
+			// stream of gigabytes). A result missed all the same is read
+			// by its subject when its turn comes.
+			start := f.rec.Created.Add(-startSlack)
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+		}
+		c, err := f.q.Results.OrderedConsumer(actx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
 		}
@@ -254,7 +274,14 @@ func (f *follower) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("waiting for job %s: %w", f.id, err)
 		}
-		m, err := it.Next(jetstream.NextMaxWait(f.opts.Poll))
+		// Every batch published so far passed on: the job ends when its
+		// record says publishing is over, so read it often meanwhile.
+		caughtUp := f.rec.State == job.Publishing && f.next >= uint64(f.rec.Batches)
+		wait := f.opts.Poll
+		if caughtUp {
+			wait = min(wait, caughtUpPoll)
+		}
+		m, err := it.Next(jetstream.NextMaxWait(wait))
 		switch {
 		case err == nil:
 			idle, lastMsg = 0, time.Now()
@@ -262,6 +289,19 @@ func (f *follower) run(ctx context.Context) error {
 			if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
 				return err
 			}
+			if f.rec.State == job.Publishing && f.next >= uint64(f.rec.Batches) {
+				lastRead = time.Now()
+				if err := f.readRecord(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		case caughtUp && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)):
+			lastRead = time.Now()
+			if err := f.readRecord(ctx); err != nil {
+				return err
+			}
+			continue
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 			idle++
 			if !f.q.JS.Conn().IsConnected() {

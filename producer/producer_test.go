@@ -258,7 +258,15 @@ func TestCacheDownJobGoesOn(t *testing.T) {
 
 func TestFollowWaitsForPublishing(t *testing.T) {
 	// A reader that starts before the producer has published everything
-	// (and before any worker runs) gets everything once they do.
+	// (and before any worker runs) gets everything once they do, and
+	// learns that publishing is over without waiting for its next poll
+	// (an hour here) once it has passed every batch on.
+	for _, poll := range []time.Duration{50 * time.Millisecond, time.Hour} {
+		t.Run(fmt.Sprint("poll ", poll), func(t *testing.T) { followWaitsForPublishing(t, poll) })
+	}
+}
+
+func followWaitsForPublishing(t *testing.T, poll time.Duration) {
 	e := newEnv(t, "shared")
 	pr, pw := io.Pipe()
 	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 60)
@@ -289,12 +297,16 @@ func TestFollowWaitsForPublishing(t *testing.T) {
 	}
 	type out struct {
 		rs  []result.Result
-		rec job.Record
+		err error
 	}
 	outc := make(chan out, 1)
 	go func() {
-		rs, rec := e.follow(id, FollowOptions{Poll: 50 * time.Millisecond})
-		outc <- out{rs, rec}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var rs []result.Result
+		_, err := Follow(ctx, e.q.Queue, id, func(r result.Result) error { rs = append(rs, r); return nil },
+			FollowOptions{Poll: poll, Logger: quiet})
+		outc <- out{rs, err}
 	}()
 	time.Sleep(200 * time.Millisecond)
 	e.worker(worker.Options{})
@@ -306,6 +318,9 @@ func TestFollowWaitsForPublishing(t *testing.T) {
 		t.Errorf("submitted %+v", sub)
 	}
 	o := <-outc
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
 	same(t, o.rs, local(t, strings.Join(puzzles, "\n"), false))
 }
 
@@ -699,4 +714,31 @@ func TestJSONResultsJob(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFollowWithAProducerClockAhead checks that a reader gets every result
+// of a job whose producer's clock runs far ahead of the server's: it
+// starts reading the results stream at the job's creation time less a
+// margin, so it sees none of them there, and reads each by its subject.
+func TestFollowWithAProducerClockAhead(t *testing.T) {
+	e := newEnv(t, "embedded")
+	e.worker(worker.Options{})
+	text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 40), "\n")
+	sub := e.submit(text, Options{BatchSize: 8})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store := job.NewStore(e.q.JS, e.q.Jobs)
+	rec, rev, err := store.Get(ctx, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Created = time.Now().Add(time.Hour)
+	if _, err := store.Update(ctx, &rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	rs, got := e.follow(sub.ID, FollowOptions{Poll: 20 * time.Millisecond})
+	same(t, rs, local(t, text, false))
+	if got.State != job.Finished || got.Counts[result.StatusUnique] != 40 {
+		t.Errorf("record %s, counts %v", got.State, got.Counts)
+	}
 }
