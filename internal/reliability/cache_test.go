@@ -42,9 +42,9 @@ const cacheMaxMemory = 8 << 20
 func TestCacheFullLRU(t *testing.T) { cacheFull(t, "allkeys-lru") }
 
 // TestCacheFullNoEviction is TestCacheFullLRU with a Redis that refuses
-// writes once full: the workers say once that the cache's writes fail
-// and go on; the second run of the file is answered from the cache for
-// exactly the puzzles it holds.
+// writes once full: the workers say that the cache's writes fail (not
+// once per batch) and go on; the second run of the file is answered from
+// the cache for exactly the puzzles it holds.
 func TestCacheFullNoEviction(t *testing.T) { cacheFull(t, "noeviction") }
 
 func cacheFull(t *testing.T, policy string) {
@@ -95,11 +95,15 @@ func cacheFull(t *testing.T, policy string) {
 			t.Errorf("the workers logged %d failing writes: an LRU cache takes every write", failing)
 		}
 	case "noeviction":
-		// Each worker that met the full cache says so once.
-		if failing < 1 || failing > 2 {
-			t.Errorf("the workers logged %d failing writes, want one or two (once per worker at most):\n%s\n%s",
-				failing, logTail(w0.stderr.String()), logTail(w1.stderr.String()))
+		// The workers say that the writes fail, not once per batch: once,
+		// and again only after a write got through (a full Redis takes a
+		// write now and then, as its memory use wavers at the limit).
+		back := w0.count("cache: Redis writes are back") + w1.count("cache: Redis writes are back")
+		if failing < 1 || failing > 10 || back > failing {
+			t.Errorf("the workers logged %d failing writes and %d recoveries, want 1 to 10 (not one a batch):\n%s\n%s",
+				failing, back, logTail(w0.stderr.String()), logTail(w1.stderr.String()))
 		}
+		t.Logf("the workers logged writes failing %d times, back %d times", failing, back)
 		if c := w0.count("OOM command not allowed") + w1.count("OOM command not allowed"); c == 0 {
 			t.Errorf("no worker says why Redis refused the writes (OOM)")
 		}

@@ -208,7 +208,7 @@ func TestConnectionCut(t *testing.T) {
 // outageLogs are, for each kind of outage, the log lines that say the
 // service went away and came back ("" for one that does not come back).
 var outageLogs = map[string][2]string{
-	"nats":       {"nats: disconnected", "nats: reconnected"},
+	"nats":       {"NATS: disconnected", "NATS: reconnected"},
 	"redis":      {"cache: Redis writes failing", "cache: Redis writes are back"},
 	"redis-down": {"cache: Redis writes failing", ""},
 }
