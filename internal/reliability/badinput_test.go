@@ -112,7 +112,7 @@ func checkCorpusOutput(t *testing.T, door string, lines []corpusLine, nums []int
 // line gets its own clear error naming its line number; the valid
 // puzzles among them are solved; nothing crashes or hangs.
 func TestBadInputEveryDoor(t *testing.T) {
-	t.Parallel() // see the package doc
+	t.Parallel()
 	s := newSys(t, options{})
 	file, nums := writeCorpus(t, corpus)
 
@@ -195,7 +195,7 @@ func TestBadInputEveryDoor(t *testing.T) {
 // solve --local, SUDOKU_WORKER_MAX_NODES for a worker) gives that puzzle
 // a clear "gave up" error; the puzzles around it are still solved.
 func TestBudget(t *testing.T) {
-	t.Parallel() // see the package doc
+	t.Parallel()
 	s := newSys(t, options{})
 	lines := []corpusLine{
 		{"easy", easy, ""},

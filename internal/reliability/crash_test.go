@@ -67,7 +67,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 // completes, with exactly the killed job's puzzles answered from the
 // cache, and nothing stays in the queue.
 func TestProducerSIGKILL(t *testing.T) {
-	t.Parallel() // see the package doc
+	t.Parallel()
 	const n = 30000
 	// Batches of 10: 3000 messages to publish, enough to strike in the
 	// middle of it.

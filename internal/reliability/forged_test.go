@@ -26,7 +26,7 @@ import (
 // results. A forgery sent with its batch's own message id (the default
 // of WorkMsg) is dropped by the stream as a duplicate of the real batch.
 func TestForgedBatches(t *testing.T) {
-	t.Parallel()   // see the package doc
+	t.Parallel()
 	const n = 2000 // batches of 20: 100 batches
 	// No redelivery expected: a message a worker prefetched waits in its
 	// buffer without a heartbeat, and with the short ack wait of the

@@ -166,7 +166,7 @@ var nonsenseLines = []string{"x", "<script>alert(1)</script>", strings.Repeat("9
 // nonsense lines with invalid results and its puzzles solved. A body over
 // the server's payload limit does not even get in.
 func TestGarbageMessages(t *testing.T) {
-	t.Parallel() // see the package doc
+	t.Parallel()
 	// No redelivery expected (see TestForgedBatches).
 	s := newSys(t, options{env: []string{"SUDOKU_QUEUE_ACK_WAIT=30s"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -74,7 +74,7 @@ func dlqRow(table string, seq uint64) string {
 // dead-letter stream with its reason, and `dlq list` shows it; once the
 // cause is fixed, `dlq replay` puts it back and its job completes too.
 func TestPoisonBatch(t *testing.T) {
-	t.Parallel() // see the package doc
+	t.Parallel()
 	s := newSys(t, options{env: []string{"SUDOKU_QUEUE_MAX_DELIVER=3", "SUDOKU_QUEUE_BACKOFF=100ms"}})
 	ctx := context.Background()
 	poisonFile, poisonPuzzles := genFile(t, clue17, 15, 7) // one batch
@@ -135,7 +135,7 @@ func TestPoisonBatch(t *testing.T) {
 // move the message to the dead-letter stream, so that it is not lost:
 // `dlq list` shows it and `dlq replay` gets its job done.
 func TestWorkerDiesOnEveryDelivery(t *testing.T) {
-	t.Parallel()   // see the package doc
+	t.Parallel()
 	const n = 2000 // one batch of hard puzzles: long enough to kill its worker in the middle
 	s := newSys(t, options{env: []string{"SUDOKU_QUEUE_MAX_DELIVER=2", "SUDOKU_QUEUE_ACK_WAIT=1s",
 		"SUDOKU_QUEUE_BACKOFF=100ms", "SUDOKU_QUEUE_BATCH_SIZE=2000", "SUDOKU_WORKER_CONCURRENCY=1"}})
