@@ -385,20 +385,29 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	}
 	last, lastChange := done(), time.Now()
 	deadline := time.Now().Add(3 * time.Minute)
+	var restarted time.Time
 	for !waiter.exited() {
 		if d := done(); d != last {
 			last, lastChange = d, time.Now()
 		}
-		// Once every result is in, the waiter has two minutes to write
-		// them: an ordered consumer that lived on the dead server is
-		// created again by nats.go inside Next, trying for ever, 10s an
-		// attempt, and nats-server 2.9 may place each attempt on the dead
-		// server (a third of them with one server of three down).
-		if last == batches && time.Since(lastChange) > 2*time.Minute {
+		// Once every result is in, the waiter has 30s to write them. If
+		// its ordered consumer lived on the dead server, nats.go creates
+		// it again inside Next, for ever, 10s an attempt, and nats-server
+		// 2.9 may place the attempts on the dead server (a third of
+		// consumer creations time out with one server of three down):
+		// producer.Follow can wait there for minutes. Then the server
+		// comes back, as an operator would bring it, and the waiter must
+		// finish within a minute.
+		if last == batches && restarted.IsZero() && time.Since(lastChange) > 30*time.Second {
+			t.Logf("job wait has not finished 30s after the last result came in, with %s down: starting %s again", victim.name, victim.name)
+			victim.start()
+			restarted = time.Now()
+		}
+		if !restarted.IsZero() && time.Since(restarted) > time.Minute {
 			_ = waiter.cmd.Process.Signal(syscall.SIGQUIT) // where its goroutines are, in its stderr
 			waiter.wait(10 * time.Second)
-			t.Fatalf("every batch has its results since %v, and job wait has not finished; its stderr:\n%s",
-				time.Since(lastChange).Round(time.Second), waiter.stderr.String())
+			t.Fatalf("every batch has its results since %v, %s is back since %v, and job wait has not finished; its stderr:\n%s",
+				time.Since(lastChange).Round(time.Second), victim.name, time.Since(restarted).Round(time.Second), waiter.stderr.String())
 		}
 		if last != batches && time.Since(lastChange) > 30*time.Second || time.Now().After(deadline) {
 			t.Fatalf("the job is stuck at %d of %d batches since %v after losing %s; %s\n"+
@@ -423,13 +432,17 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	}
 
 	// The workers rode it out. Their metrics account for every delivery
-	// they handled: each of the job's batches acked at least once; every
-	// handling beyond one per batch is a redelivery; and the puzzles they
-	// counted as solved are n exactly, give or take a batch per
-	// redelivery (a batch solved twice counts twice; one whose results
-	// were stored before its ack was lost is acked again without being
-	// solved, and counted by the delivery that solved it only if that
-	// delivery was acked).
+	// they handled: each of the job's batches acked at least once, none
+	// dead-lettered, none from the cache (the puzzles are new), some
+	// delivered again (redelivered: a batch in work when the server died
+	// lost its publish or its ack); and the puzzles they counted as solved
+	// are n exactly, give or take a batch per handling beyond one per
+	// batch (a batch solved twice counts twice; one whose results were
+	// stored before its ack was lost is acked again without being solved,
+	// and counted by the delivery that solved it only if that delivery
+	// was acked). A new consumer leader may deliver a batch again as a
+	// first delivery (it lost the first one's record): a handling beyond
+	// one per batch is not always counted as a redelivery.
 	var solved, redelivered, acked, handled, deadLetters, hits float64
 	for i, w := range workers {
 		if w.exited() {
@@ -463,15 +476,19 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	}
 	t.Logf("all workers: %v batches handled for %d, %v acked, %v redelivered, %v puzzles solved for %d",
 		handled, batches, acked, redelivered, solved, n)
+	extra := handled - float64(batches)
 	switch {
 	case redelivered == 0:
 		t.Errorf("no batch was delivered again after losing the %s; a batch in work then must have been", victimRole)
-	case acked < float64(batches) || handled-float64(batches) > redelivered:
-		t.Errorf("%v batches acked and %v handled for %d batches with %v redeliveries", acked, handled, batches, redelivered)
-	case math.Abs(solved-n) > batchSize*redelivered:
-		t.Errorf("%v puzzles solved for %d, more than a batch of %d per redelivery (%v) away", solved, n, batchSize, redelivered)
+	case acked < float64(batches):
+		t.Errorf("%v batches acked and %v handled for %d batches", acked, handled, batches)
+	case math.Abs(solved-n) > batchSize*extra:
+		t.Errorf("%v puzzles solved for %d, more than a batch of %d per extra handling (%v) away", solved, n, batchSize, extra)
 	case deadLetters != 0 || hits != 0:
 		t.Errorf("%v dead letters, %v cache hits; want none", deadLetters, hits)
+	}
+	if extra > redelivered {
+		t.Logf("%v batches handled again as first deliveries after the failover", extra-redelivered)
 	}
 	for i, w := range workers {
 		if code := w.stop(30 * time.Second); code != 0 {
