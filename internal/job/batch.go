@@ -227,6 +227,7 @@ func (b *Batch) ComputeDigest() Digest {
 	buf = binary.AppendUvarint(buf, b.Index)
 	buf = binary.AppendUvarint(buf, b.First)
 	buf = binary.AppendUvarint(buf, uint64(len(b.Items)))
+	buf = append(buf, byte(b.Flags&FlagFirstSolution)) // the mode is part of the question
 	prev := 0
 	for i := range b.Items {
 		it := &b.Items[i]

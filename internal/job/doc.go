@@ -48,10 +48,12 @@
 // # Digest
 //
 // The digest of a batch is the first 16 bytes of the SHA-256 of the job
-// id, the batch index, the first item's index, the item count and, per
-// item, its line delta and its input: the packed puzzle (of a Solve item,
+// id, the batch index, the first item's index, the item count, the
+// FlagFirstSolution bit (a byte, 0 or 2) and, per item, its line delta and
+// its input: the packed puzzle (of a Solve item,
 // or the puzzle of a Result), the text of an invalid input, or the Back of
 // a Repeat. A results batch has the same digest as the work batch it
-// answers, and the manifest holds each published batch's digest: a worker
+// answers (a reader sets FlagFirstSolution from the job's options before
+// computing it: the JSON form has no flags), and the manifest holds each published batch's digest: a worker
 // refuses a work batch, and a reader a results batch, that does not match.
 package job
