@@ -231,6 +231,11 @@ func (f *follower) run(ctx context.Context) error {
 			start := f.rec.Created.Add(-startSlack)
 			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
 		}
+		// Left alone, the client recreates a lost consumer for ever inside
+		// Next (a cluster node down that held it: minutes), deaf to
+		// NextMaxWait: after two attempts it returns, and run opens a new
+		// one and reads by subject meanwhile.
+		cfg.MaxResetAttempts = 2
 		c, err := f.q.Results.OrderedConsumer(actx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
@@ -249,7 +254,7 @@ func (f *follower) run(ctx context.Context) error {
 				return it, nil
 			case ctx.Err() != nil:
 				return nil, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
-			case errors.Is(err, jetstream.ErrStreamNotFound):
+			case errors.Is(err, jetstream.ErrStreamNotFound) || f.q.JS.Conn().IsClosed():
 				return nil, err
 			}
 			f.unreachable(err)
@@ -307,11 +312,16 @@ func (f *follower) run(ctx context.Context) error {
 			if !f.q.JS.Conn().IsConnected() {
 				f.unreachable(nats.ErrDisconnected)
 			}
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
 		default:
+			// The reader failed (its consumer lost for good, the
+			// connection closed): open another.
 			idle++
 			f.unreachable(err)
+			it.Stop()
+			if it, err = reopen(); err != nil {
+				return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
+			}
+			lastMsg = time.Now()
 		}
 		// The next batch, read by its subject: one the window left out,
 		// or, while nothing comes, one the consumer may have lost (a
@@ -421,6 +431,12 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 	}
 	if !ok {
 		return refuse("the job's manifests do not list it")
+	}
+	// The digest covers the mode: a batch answered in another one (a
+	// forged work batch with other flags) does not match.
+	b.Flags &^= job.FlagFirstSolution
+	if f.rec.Options.FirstSolution {
+		b.Flags |= job.FlagFirstSolution
 	}
 	if b.Digest != want || b.ComputeDigest() != want {
 		return refuse("not the batch this job published (digest)")
