@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -521,6 +522,12 @@ func (t *task) deadLetter(reason string, cause error) {
 	t.st.Outcome, t.st.Err = OutcomeDeadLetter, cause
 	defer t.done()
 	dl := w.q.Opts.DeadLetterMsg(m.Subject(), m.Headers(), m.Data(), reason, cause, t.delivered)
+	if md, err := m.Metadata(); err == nil {
+		// One dead letter per message and reason, however many
+		// deliveries end here (a message redelivered while a first
+		// delivery is being dead-lettered).
+		dl.Header.Set(nats.MsgIdHdr, md.Stream+"."+strconv.FormatUint(md.Sequence.Stream, 10)+"."+reason)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := w.q.JS.PublishMsg(ctx, dl); err != nil {

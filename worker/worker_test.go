@@ -203,31 +203,31 @@ func TestForgedBatchesAreDeadLettered(t *testing.T) {
 			}
 			return b
 		}
+		// real returns the victim's batch index as its producer built it,
+		// with flags.
+		real := func(index, flags uint64) *job.Batch {
+			b := forge(victim, index, index*10, 10)
+			b.Flags = flags
+			for j := range b.Items {
+				b.Items[j].Grid, _ = solver.Parse(puzzles[int(index)*10+j])
+			}
+			return b
+		}
 		cases := []struct {
 			reason  string
 			subject string // "" for the batch's own
 			b       *job.Batch
 		}{
-			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},         // past the job's batches
-			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},    // past its manifests
-			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},           // in range, other puzzles
-			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},           // in range, items out of place
-			{queue.ReasonUnknownJob, "", forge(job.NewID(), 0, 0, 3)},      // no such job
-			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID()), nil}, // another job's subject
+			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},                // past the job's batches
+			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},           // past its manifests
+			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},                  // in range, other puzzles
+			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},                  // in range, items out of place
+			{queue.ReasonUnknownJob, "", forge(job.NewID(), 0, 0, 3)},             // no such job
+			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID()), real(0, 0)}, // another job's subject
+			{queue.ReasonMismatch, "", real(1, job.FlagFirstSolution)},            // another mode
 		}
 		for i, c := range cases {
-			var m *nats.Msg
-			if c.b == nil {
-				// The victim's real batch 0, under another job's subject.
-				real := forge(victim, 0, 0, 10)
-				for j := range real.Items {
-					g, _ := solver.Parse(puzzles[j])
-					real.Items[j].Grid, real.Items[j].Line = g, j+1
-				}
-				m = e.q.Opts.WorkMsg(real)
-			} else {
-				m = e.q.Opts.WorkMsg(c.b)
-			}
+			m := e.q.Opts.WorkMsg(c.b)
 			if c.subject != "" {
 				m.Subject = c.subject
 			}
@@ -254,7 +254,7 @@ func TestForgedBatchesAreDeadLettered(t *testing.T) {
 				t.Errorf("dead letter %+v: want the error and 1 delivery", dl)
 			}
 		}
-		want := map[string]int{queue.ReasonOutOfRange: 2, queue.ReasonMismatch: 3, queue.ReasonUnknownJob: 1}
+		want := map[string]int{queue.ReasonOutOfRange: 2, queue.ReasonMismatch: 4, queue.ReasonUnknownJob: 1}
 		for r, n := range want {
 			if got[r] != n {
 				t.Errorf("%d dead letters for %s, want %d (all: %v)", got[r], r, n, got)
@@ -291,6 +291,41 @@ func TestUndecodableMessageIsDeadLettered(t *testing.T) {
 		if dl.Reason != queue.ReasonUndecodable || dl.BodyError == "" || !strings.Contains(dl.Error, "undecodable") {
 			t.Errorf("dead letter %+v", dl)
 		}
+	}
+}
+
+// TestOneDeadLetterPerMessage checks that a message dead-lettered on two
+// deliveries (its ack wait ran out before the first one was handled) is
+// in the dead-letter stream once.
+func TestOneDeadLetterPerMessage(t *testing.T) {
+	e := &env{t: t, q: testenv.NewQueue(t, "embedded", queue.Options{AckWait: time.Second}),
+		cache: cache.NewGuard(nil, cache.GuardOptions{Logger: quiet})}
+	if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("x"), []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	// The first delivery, held and not acknowledged.
+	batch, err := e.q.Work.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first jetstream.Msg
+	for m := range batch.Messages() {
+		first = m
+	}
+	if first == nil {
+		t.Fatal("no first delivery")
+	}
+	// The second, after the ack wait, to a worker: a dead letter.
+	w := e.worker(Options{})
+	e.run(w)
+	if dls := e.waitDeadLetters(1); len(dls) != 1 {
+		t.Fatalf("%d dead letters after the second delivery, want 1", len(dls))
+	}
+	// Then the first delivery's handling ends the same way.
+	tk := &task{w: w, m: first, start: time.Now(), delivered: 1}
+	tk.deadLetter(queue.ReasonUndecodable, errors.New("undecodable: test")) // published and acked, or dropped as a duplicate
+	if dls := e.deadLetters(); len(dls) != 1 {
+		t.Errorf("%d dead letters, want 1: %+v", len(dls), dls)
 	}
 }
 
