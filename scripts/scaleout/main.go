@@ -8,9 +8,9 @@
 // unique solution has one too), and for each worker count starts that
 // many `sudoku worker` processes on the NATS and Redis given (a stream,
 // subjects and key prefix of their own, so nothing is cached from an
-// earlier run), submits the file with `sudoku submit --wait`, and reads
-// the job's time from its record (created to finished: publishing,
-// solving and storing). CPU comes from /proc: each worker's user+system
+// earlier run), and times `sudoku submit --wait` of the file from its
+// start to its exit (publishing, solving, and every result read back and
+// written), checking the job with `sudoku job status`. CPU comes from /proc: each worker's user+system
 // time over the job, and the whole machine's busy time (NATS, Redis and
 // the producer included). Everything it creates is deleted at the end.
 //
@@ -112,7 +112,7 @@ type config struct {
 // row is the measurement of one worker count.
 type row struct {
 	workers    int
-	elapsed    time.Duration // job created to finished
+	elapsed    time.Duration // submit --wait, start to exit
 	workerCPU  time.Duration // user+system of every worker over the job
 	producer   time.Duration // user+system of the producer process
 	machineCPU float64       // busy fraction of all cores over the job, 0..1
