@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("%d solutions for %d puzzles", len(sols), len(puzzles))
 	}
 	// Every solution is in the cluster, on every node's share of slots.
+	var mu sync.Mutex // ForEachMaster calls on every master at once
 	nodes := map[string]int{}
 	for i, p := range puzzles {
 		code, got, stderr := run("get", p)
@@ -80,6 +82,8 @@ func TestRedisCluster(t *testing.T) {
 	}
 	err := rdb.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
 		n, err := c.DBSize(ctx).Result()
+		mu.Lock()
+		defer mu.Unlock()
 		nodes[c.Options().Addr] = int(n)
 		return err
 	})
