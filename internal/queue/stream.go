@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -253,7 +254,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		Replicas:    o.Replicas,
 	}
 	if o.Update {
-		q.Jobs, err = js.CreateOrUpdateKeyValue(ctx, kv)
+		q.Jobs, err = updateBucket(ctx, js, kv)
 	} else if q.Jobs, err = js.KeyValue(ctx, kv.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
 		if q.Jobs, err = js.CreateKeyValue(ctx, kv); errors.Is(err, jetstream.ErrBucketExists) {
 			q.Jobs, err = js.KeyValue(ctx, kv.Bucket) // created meanwhile
@@ -295,15 +296,54 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 func updateConsumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	c, err := js.Consumer(ctx, stream, cc.Durable)
 	if err == nil {
-		if old := c.CachedInfo().Config; old.FilterSubject != cc.FilterSubject || len(old.FilterSubjects) > 0 {
+		old := c.CachedInfo().Config
+		if old.FilterSubject != cc.FilterSubject || len(old.FilterSubjects) > 0 {
 			if err := js.DeleteConsumer(ctx, stream, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return nil, err
 			}
+		} else if old.Description == cc.Description && old.AckPolicy == cc.AckPolicy && old.AckWait == cc.AckWait &&
+			old.MaxDeliver == cc.MaxDeliver && old.MaxAckPending == cc.MaxAckPending && old.DeliverPolicy == cc.DeliverPolicy {
+			return c, nil // as wanted: no update
 		}
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
 	}
 	return js.CreateOrUpdateConsumer(ctx, stream, cc)
+}
+
+// updateBucket creates the key-value bucket cfg or brings it to cfg; one
+// that is as wanted is left alone.
+func updateBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err == nil {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if info := st.(*jetstream.KeyValueBucketStatus).StreamInfo(); info != nil {
+			have := info.Config
+			if have.Description == cfg.Description && have.MaxMsgsPerSubject == int64(max(1, cfg.History)) &&
+				have.MaxAge == cfg.TTL && have.Storage == cfg.Storage && have.Replicas == max(1, cfg.Replicas) {
+				return kv, nil
+			}
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateKeyValue(ctx, cfg)
+}
+
+// sameStream reports whether the stream configuration have, as the server
+// returns it (its defaults filled in), is want's.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	limit := func(v int64) int64 { return max(v, 0) } // 0 and -1: no limit
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Retention == want.Retention && have.Storage == want.Storage &&
+		have.Replicas == max(1, want.Replicas) && have.MaxAge == want.MaxAge &&
+		limit(int64(have.MaxMsgSize)) == limit(int64(want.MaxMsgSize)) &&
+		limit(have.MaxMsgsPerSubject) == limit(want.MaxMsgsPerSubject) &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
+		have.Discard == want.Discard && have.AllowDirect == want.AllowDirect
 }
 
 // duplicates is the duplicate window of a stream whose messages live
@@ -321,7 +361,14 @@ func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstre
 	var s jetstream.Stream
 	var err error
 	if o.Update {
-		s, err = js.CreateOrUpdateStream(ctx, cfg)
+		// Only a stream that differs is updated: an update costs a round
+		// of the cluster's meta group, and nats-server 2.9.10 was seen to
+		// crash in one (in its store's UpdateConfig) when every worker
+		// start sent one.
+		if s, err = js.Stream(ctx, cfg.Name); err == nil && !sameStream(s.CachedInfo().Config, cfg) ||
+			errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = js.CreateOrUpdateStream(ctx, cfg)
+		}
 	} else if s, err = js.Stream(ctx, cfg.Name); errors.Is(err, jetstream.ErrStreamNotFound) {
 		if s, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			s, err = js.Stream(ctx, cfg.Name) // created meanwhile

@@ -2,9 +2,11 @@ package queue_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
@@ -117,6 +119,60 @@ func TestSetupReplacesAConsumerWithAnotherFilter(t *testing.T) {
 			}
 			if n := s.CachedInfo().State.Msgs; n != 1 {
 				t.Errorf("%d messages left in the work stream, want the old one", n)
+			}
+		})
+	}
+}
+
+// TestSetupUpdatesOnlyWhatDiffers checks that a worker starting with the
+// settings the streams already have sends no update (every worker start
+// did, and nats-server 2.9.10 once crashed in one), and that one with
+// other settings updates what they change.
+func TestSetupUpdatesOnlyWhatDiffers(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx := context.Background()
+			q := testenv.NewQueue(t, server, queue.Options{Retention: time.Hour, Update: true})
+			o := q.Opts
+			updates := make(chan string, 64)
+			sub, err := q.NC.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
+				updates <- m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := q.NC.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := queue.Setup(ctx, q.JS, o); err != nil { // the same settings
+				t.Fatal(err)
+			}
+			changed := o
+			changed.Retention = 2 * time.Hour // the results stream and the bucket
+			if _, err := queue.Setup(ctx, q.JS, changed); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			bucket := "KV_" + o.JobsBucket()
+			deadline := time.After(10 * time.Second)
+			for got[o.ResultsStream()] == 0 || got[bucket] == 0 {
+				select {
+				case s := <-updates:
+					got[s]++
+				case <-deadline:
+					t.Fatalf("updates seen: %v; want %s and %s", got, o.ResultsStream(), bucket)
+				}
+			}
+			// The first Setup's updates, had there been any, came first.
+			for len(updates) > 0 {
+				got[<-updates]++
+			}
+			want := map[string]int{o.ResultsStream(): 1, bucket: 1}
+			for _, s := range []string{o.Stream, o.ResultsStream(), o.DLQStream, bucket} {
+				if got[s] != want[s] {
+					t.Errorf("%d updates of %s, want %d (all: %v)", got[s], s, want[s], got)
+				}
 			}
 		})
 	}
