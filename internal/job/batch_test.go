@@ -360,6 +360,8 @@ func decodeErrors(t testing.TB) []struct {
 		{"repeat too far", append(append(item(head(2)), 1, byte(Repeat)), binary.AppendUvarint(nil, RepeatWindow+1)...), 55,
 			"item 1 repeats the item 65537 back"},
 		{"unknown status", append(head(1), 1, byte(Known), 9, 0), 10, "unknown status code 9"},
+		{"solution with a blank", append(append(append(head(1), 1, byte(Known), codeUnique, 0), make([]byte, maskLen)...),
+			append(bytes.Repeat([]byte{0x12}, 20), make([]byte, PackedLen-20)...)...), 22, "solution with a blank cell 41"},
 		{"trailing bytes", append(item(head(1)), 0), 50, "1 bytes after the last item"},
 	}
 }

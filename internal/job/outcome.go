@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -334,6 +335,13 @@ func (d *decoder) outcome() Outcome {
 		}
 		if mask[maskLen-1]>>1 != 0 {
 			d.fail("givens mask with bits past cell 81")
+			return o
+		}
+		// A solution has no blank: a given over a blank would not encode
+		// back to the same bytes.
+		if i := slices.Index(sol[:], 0); i >= 0 {
+			d.off -= PackedLen
+			d.fail(fmt.Sprintf("solution with a blank cell %d", i+1))
 			return o
 		}
 		o.Solution = sol
