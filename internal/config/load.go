@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -240,6 +241,9 @@ func checkKeys(m map[string]any, prefix, path string, errs *[]error) map[string]
 			*errs = append(*errs, &Error{Key: key, Value: formatRaw(val), Source: path,
 				Err: errors.New("must be a mapping of keys to values")})
 		default:
+			if !plainKey(name) { // "" or "a b": say which, quoted
+				key = prefix + strconv.Quote(name)
+			}
 			e := &Error{Key: key, Source: path, Err: ErrUnknownKey}
 			if near := nearestKey(key); near != "" {
 				e.Err = fmt.Errorf("%w (did you mean %s?)", ErrUnknownKey, near)
@@ -600,4 +604,12 @@ func AddKeyFlags(fs *pflag.FlagSet, keys ...string) {
 			fs.String(name, def.String(), usage)
 		}
 	}
+}
+
+// plainKey reports whether name, a key of the file, reads unquoted in a
+// message: not empty, and only letters, digits, '_' and '-'.
+func plainKey(name string) bool {
+	return name != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-'
+	})
 }

@@ -169,6 +169,11 @@ cache:
 		errs: []wantErr{{key: "nats.urll", is: ErrUnknownKey}},
 	},
 	{
+		name: "empty and spaced keys",
+		yaml: "\"\": 1\nnats:\n  \"u rl\": x\n",
+		errs: []wantErr{{key: `""`, is: ErrUnknownKey}, {key: `nats."u rl"`, is: ErrUnknownKey}},
+	},
+	{
 		name: "unknown nested key and unknown section",
 		yaml: "nats:\n  tls:\n    ca: x\nnat:\n  url: y\n",
 		errs: []wantErr{{key: "nat", is: ErrUnknownKey}, {key: "nats.tls.ca", is: ErrUnknownKey}},
