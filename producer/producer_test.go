@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
@@ -741,4 +742,32 @@ func TestFollowWithAProducerClockAhead(t *testing.T) {
 	if got.State != job.Finished || got.Counts[result.StatusUnique] != 40 {
 		t.Errorf("record %s, counts %v", got.State, got.Counts)
 	}
+}
+
+// TestMissingResultsAreReportedMissing checks that a finished job one of
+// whose results messages is gone (expired, purged by an operator) is
+// reported as such, naming the batch and the stream, after the results
+// before it: never as solved, gave_up or a hang.
+func TestMissingResultsAreReportedMissing(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 30), "\n")
+		e.worker(worker.Options{})
+		sub := e.submit(text, Options{BatchSize: 10})
+		want := local(t, text, false)
+		got, _ := e.follow(sub.ID, FollowOptions{})
+		same(t, got, want)
+		if err := e.q.Results.Purge(ctx, jetstream.WithPurgeSubject(e.q.Opts.ResultSubject(sub.ID, 1))); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		var rs []result.Result
+		_, err := Follow(ctx, e.q.Queue, sub.ID, func(r result.Result) error { rs = append(rs, r); return nil },
+			FollowOptions{Logger: quiet, Poll: 20 * time.Millisecond})
+		if !errors.Is(err, ErrResultsGone) || !strings.Contains(err.Error(), "batch 1 of 3 is not in "+e.q.Opts.ResultsStream()) {
+			t.Fatalf("Follow = %v, want ErrResultsGone naming batch 1 of 3", err)
+		}
+		same(t, rs, want[:10]) // batch 0, then the gap
+	})
 }
