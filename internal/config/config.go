@@ -272,7 +272,7 @@ func Default() *Config {
 			Replicas:          1,
 			Storage:           "file",
 			Consumer:          "sudoku-workers",
-			AckWait:           30 * time.Second,
+			AckWait:           10 * time.Second,
 			MaxDeliver:        5,
 			Backoff:           []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute},
 			MaxAckPending:     1024,

@@ -456,7 +456,7 @@ func TestDefaultIsValid(t *testing.T) {
 
 func TestWorkerDerived(t *testing.T) {
 	c := Default()
-	if c.WorkerConcurrency() < 1 || c.WorkerFetch() != 4*c.WorkerConcurrency() || c.WorkerHeartbeat() != 10*time.Second {
+	if c.WorkerConcurrency() < 1 || c.WorkerFetch() != 4*c.WorkerConcurrency() || c.WorkerHeartbeat() != c.Queue.AckWait/3 {
 		t.Errorf("defaults: concurrency %d, fetch %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerFetch(), c.WorkerHeartbeat())
 	}
 	c.Worker = WorkerConfig{Concurrency: 3, Fetch: 5, Heartbeat: time.Second}

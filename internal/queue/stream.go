@@ -61,7 +61,7 @@ type Options struct {
 	// "sudoku-workers"); the bulk consumer adds "-bulk".
 	Consumer string
 	// AckWait is how long a delivered message may go without an ack or an
-	// InProgress before it is delivered again (default 30s).
+	// InProgress before it is delivered again (default 10s).
 	AckWait time.Duration
 	// MaxDeliver bounds deliveries of one message (default 5); the worker
 	// dead-letters a message on its last delivery if that fails too.
@@ -96,7 +96,7 @@ func (o *Options) defaults() {
 		o.Consumer = "sudoku-workers"
 	}
 	if o.AckWait == 0 {
-		o.AckWait = 30 * time.Second
+		o.AckWait = 10 * time.Second
 	}
 	if o.MaxDeliver == 0 {
 		o.MaxDeliver = 5
