@@ -217,7 +217,7 @@ func (f *follower) run(ctx context.Context) error {
 	if f.complete() {
 		return nil
 	}
-	open := func() (jetstream.MessagesContext, error) {
+	open := func() (*pump, error) {
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)}}
@@ -242,11 +242,15 @@ func (f *follower) run(ctx context.Context) error {
 		}
 		// A window in bytes, so that memory does not grow with the batch
 		// size.
-		return c.Messages(jetstream.PullMaxBytes(4 << 20))
+		it, err := c.Messages(jetstream.PullMaxBytes(4 << 20))
+		if err != nil {
+			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
+		}
+		return newPump(it), nil
 	}
 	// reopen opens the reader, waiting while JetStream does not answer
 	// (a cluster electing a leader, NATS reconnecting).
-	reopen := func() (jetstream.MessagesContext, error) {
+	reopen := func() (*pump, error) {
 		for {
 			it, err := open()
 			switch {
@@ -275,6 +279,8 @@ func (f *follower) run(ctx context.Context) error {
 	}()
 	lastRead, lastMsg := time.Now(), time.Now()
 	idle := 0
+	missing := 0   // reads by subject in a row that found no next batch
+	hurry := false // the last read by subject brought the next batch
 	for !f.complete() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("waiting for job %s: %w", f.id, err)
@@ -286,7 +292,11 @@ func (f *follower) run(ctx context.Context) error {
 		if caughtUp {
 			wait = min(wait, caughtUpPoll)
 		}
-		m, err := it.Next(jetstream.NextMaxWait(wait))
+		if hurry {
+			wait = 0 // catching up by subject: the next one at once
+		}
+		hurry = false
+		m, err := it.next(ctx, wait)
 		switch {
 		case err == nil:
 			idle, lastMsg = 0, time.Now()
@@ -328,8 +338,19 @@ func (f *follower) run(ctx context.Context) error {
 		// cluster that lost its stream leader can leave an ordered
 		// consumer waiting for ever).
 		if f.next < uint64(f.rec.Batches) && (f.present[f.next] || idle > 0) {
-			if err := f.fetch(ctx, f.next); err != nil {
+			before := f.next
+			found, err := f.fetch(ctx, f.next)
+			if err != nil {
 				return err
+			}
+			// While the consumer brings nothing, go on by subject as long
+			// as that brings batches: a reader whose consumer is being
+			// recreated (a cluster node lost) catches up meanwhile.
+			hurry = idle > 0 && f.next > before
+			if found {
+				missing = 0
+			} else {
+				missing++
 			}
 		}
 		if idle > 0 && time.Since(lastMsg) > 10*f.opts.Poll {
@@ -347,7 +368,7 @@ func (f *follower) run(ctx context.Context) error {
 			if err := f.readRecord(ctx); err != nil {
 				return err
 			}
-			if f.rec.State == job.Finished && idle > 2 && !f.complete() {
+			if f.rec.State == job.Finished && missing > 2 && !f.complete() {
 				// Finished once, yet a batch is missing now.
 				return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.next,
 					f.rec.Batches, f.q.Opts.ResultsStream())
@@ -385,26 +406,28 @@ type pendingBatch struct {
 	data []byte
 }
 
-// fetch reads batch index's results again, by subject.
-func (f *follower) fetch(ctx context.Context, index uint64) error {
+// fetch reads batch index's results again, by subject. found is false
+// only when the results stream has no message for that batch.
+func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	rm, err := f.q.Results.GetLastMsgForSubject(actx, f.q.Opts.ResultSubject(f.id, index))
 	cancel()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			delete(f.present, index) // replaced meanwhile: the consumer brings it again
-			return nil
+			return false, nil
 		}
 		f.unreachable(err)
-		return nil
+		return true, nil // not known to be missing
 	}
+	f.setWaiting("")
 	delete(f.present, index)
 	b, err := f.check(ctx, index, rm.Data)
 	if err != nil || b == nil {
-		return err
+		return true, err
 	}
 	f.pending[index] = &pendingBatch{b, rm.Data}
-	return f.drain()
+	return true, f.drain()
 }
 
 // check decodes a results batch and checks it against the job: its index,
@@ -633,4 +656,67 @@ func (r *recentBatches) outcome(item uint64) (job.Outcome, bool) {
 		return it.Outcome, it.Kind == job.Known
 	}
 	return job.Outcome{}, false
+}
+
+// pump reads a results iterator on a goroutine of its own, so that a
+// reader never waits in Next while the client recreates a lost ordered
+// consumer (up to 10 s an attempt, deaf to NextMaxWait, when a cluster node
+// that held it is gone): the reader goes on by subject meanwhile.
+type pump struct {
+	it   jetstream.MessagesContext
+	ch   chan pumped
+	done chan struct{}
+}
+
+// pumped is what one Next returned.
+type pumped struct {
+	m   jetstream.Msg
+	err error
+}
+
+func newPump(it jetstream.MessagesContext) *pump {
+	p := &pump{it: it, ch: make(chan pumped), done: make(chan struct{})}
+	go func() {
+		for {
+			m, err := it.Next()
+			select {
+			case p.ch <- pumped{m, err}:
+			case <-p.done:
+				return
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// next returns the next message, or nats.ErrTimeout when none came within
+// wait (none ready, for a wait of 0), or ctx's error.
+func (p *pump) next(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
+	select {
+	case r := <-p.ch:
+		return r.m, r.err
+	default:
+	}
+	if wait <= 0 {
+		return nil, nats.ErrTimeout
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case r := <-p.ch:
+		return r.m, r.err
+	case <-t.C:
+		return nil, nats.ErrTimeout
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Stop stops the iterator and its goroutine.
+func (p *pump) Stop() {
+	close(p.done)
+	p.it.Stop()
 }
