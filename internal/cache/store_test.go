@@ -90,6 +90,13 @@ func TestCacheGetPut(t *testing.T) {
 			if g, _ := tc.c.Get(ctx, []job.Key{kg}); g[0] != nil {
 				t.Errorf("a gave_up outcome was cached: %+v", g[0])
 			}
+			// A batch with nothing to store (all gave up, or all found in
+			// the cache) is no error: Redis refuses an MSET of nothing.
+			for _, entries := range [][]Entry{nil, {{Key: kg, Outcome: &og}}} {
+				if err := tc.c.Put(ctx, entries); err != nil {
+					t.Errorf("Put of nothing to store (%d entries) = %v", len(entries), err)
+				}
+			}
 			if tc.rdb == nil {
 				return
 			}
