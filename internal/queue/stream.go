@@ -295,18 +295,26 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 // in the stream for the new consumer.
 func updateConsumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	c, err := js.Consumer(ctx, stream, cc.Durable)
-	if err == nil {
-		old := c.CachedInfo().Config
-		if old.FilterSubject != cc.FilterSubject || len(old.FilterSubjects) > 0 {
-			if err := js.DeleteConsumer(ctx, stream, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				return nil, err
-			}
-		} else if old.Description == cc.Description && old.AckPolicy == cc.AckPolicy && old.AckWait == cc.AckWait &&
-			old.MaxDeliver == cc.MaxDeliver && old.MaxAckPending == cc.MaxAckPending && old.DeliverPolicy == cc.DeliverPolicy {
-			return c, nil // as wanted: no update
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// Created here, or by another process meanwhile: then it is
+		// compared like any other.
+		if c, err = js.CreateConsumer(ctx, stream, cc); !errors.Is(err, jetstream.ErrConsumerExists) {
+			return c, err
 		}
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		c, err = js.Consumer(ctx, stream, cc.Durable)
+	}
+	if err != nil {
 		return nil, err
+	}
+	old := c.CachedInfo().Config
+	switch {
+	case old.FilterSubject != cc.FilterSubject || len(old.FilterSubjects) > 0:
+		if err := js.DeleteConsumer(ctx, stream, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	case old.Description == cc.Description && old.AckPolicy == cc.AckPolicy && old.AckWait == cc.AckWait &&
+		old.MaxDeliver == cc.MaxDeliver && old.MaxAckPending == cc.MaxAckPending && old.DeliverPolicy == cc.DeliverPolicy:
+		return c, nil // as wanted: no update
 	}
 	return js.CreateOrUpdateConsumer(ctx, stream, cc)
 }
@@ -315,22 +323,30 @@ func updateConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 // that is as wanted is left alone.
 func updateBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if err == nil {
-		st, err := kv.Status(ctx)
-		if err != nil {
-			return nil, err
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// Created here, or by another process meanwhile: then it is
+		// compared like any other (an update of a bucket being created
+		// is what nats-server 2.9.10 crashed in).
+		if kv, err = js.CreateKeyValue(ctx, cfg); !errors.Is(err, jetstream.ErrBucketExists) {
+			return kv, err
 		}
-		if info := st.(*jetstream.KeyValueBucketStatus).StreamInfo(); info != nil {
-			have := info.Config
-			if have.Description == cfg.Description && have.MaxMsgsPerSubject == int64(max(1, cfg.History)) &&
-				have.MaxAge == cfg.TTL && have.Storage == cfg.Storage && have.Replicas == max(1, cfg.Replicas) {
-				return kv, nil
-			}
-		}
-	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
+	}
+	if err != nil {
 		return nil, err
 	}
-	return js.CreateOrUpdateKeyValue(ctx, cfg)
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info := st.(*jetstream.KeyValueBucketStatus).StreamInfo(); info != nil {
+		have := info.Config
+		if have.Description == cfg.Description && have.MaxMsgsPerSubject == int64(max(1, cfg.History)) &&
+			have.MaxAge == cfg.TTL && have.Storage == cfg.Storage && have.Replicas == max(1, cfg.Replicas) {
+			return kv, nil
+		}
+	}
+	return js.UpdateKeyValue(ctx, cfg)
 }
 
 // sameStream reports whether the stream configuration have, as the server
@@ -358,21 +374,22 @@ func (o Options) duplicates(maxAge time.Duration) time.Duration {
 // stream returns the stream cfg names: created when missing, updated to
 // cfg when it exists and o.Update is set, else as it is.
 func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	var s jetstream.Stream
-	var err error
-	if o.Update {
-		// Only a stream that differs is updated: an update costs a round
-		// of the cluster's meta group, and nats-server 2.9.10 was seen to
-		// crash in one (in its store's UpdateConfig) when every worker
-		// start sent one.
-		if s, err = js.Stream(ctx, cfg.Name); err == nil && !sameStream(s.CachedInfo().Config, cfg) ||
-			errors.Is(err, jetstream.ErrStreamNotFound) {
-			s, err = js.CreateOrUpdateStream(ctx, cfg)
-		}
-	} else if s, err = js.Stream(ctx, cfg.Name); errors.Is(err, jetstream.ErrStreamNotFound) {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Created here, or by another process meanwhile (then compared
+		// below): a create that finds the stream is never turned into an
+		// update, as CreateOrUpdateStream does. nats-server 2.9.10 crashed
+		// (stream.update) on such an update when a worker and a producer
+		// started at once.
 		if s, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, cfg.Name) // created meanwhile
+			s, err = js.Stream(ctx, cfg.Name)
 		}
+	}
+	// Only a stream that differs is updated: an update costs a round of
+	// the cluster's meta group, and 2.9.10 was seen to crash in one (its
+	// store's UpdateConfig) when every worker start sent one.
+	if err == nil && o.Update && !sameStream(s.CachedInfo().Config, cfg) {
+		s, err = js.UpdateStream(ctx, cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: create stream %s: %w", cfg.Name, err)

@@ -1,13 +1,16 @@
 package queue_test
 
 import (
+	"cmp"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
@@ -172,6 +175,69 @@ func TestSetupUpdatesOnlyWhatDiffers(t *testing.T) {
 			for _, s := range []string{o.Stream, o.ResultsStream(), o.DLQStream, bucket} {
 				if got[s] != want[s] {
 					t.Errorf("%d updates of %s, want %d (all: %v)", got[s], s, want[s], got)
+				}
+			}
+		})
+	}
+}
+
+// TestSetupAtOnceSendsNoUpdate starts several clients on a queue that does
+// not exist yet, at once, as `docker compose up` or a test starting a
+// worker and a producer together does: each one creates what is missing
+// or finds it created, and none sends an update (a create that found the
+// stream made one, and nats-server 2.9.10 crashed in it).
+func TestSetupAtOnceSendsNoUpdate(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx := context.Background()
+			q := testenv.NewQueue(t, server, queue.Options{Retention: time.Hour})
+			o := q.Opts
+			name := testenv.Name("T")
+			o.Stream, o.DLQStream = name, name+"_DLQ"
+			o.Prefix, o.Consumer = strings.ToLower(name), strings.ToLower(name)
+			var mu sync.Mutex
+			var updated []string
+			sub, err := q.NC.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
+				mu.Lock()
+				defer mu.Unlock()
+				updated = append(updated, m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := q.NC.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var g errgroup.Group
+			var made *queue.Queue
+			for i := range 6 {
+				oi := o
+				oi.Update = i%2 == 0 // workers and other clients
+				g.Go(func() error {
+					qi, err := queue.Setup(ctx, q.JS, oi)
+					mu.Lock()
+					defer mu.Unlock()
+					made = cmp.Or(made, qi)
+					return err
+				})
+			}
+			err = g.Wait()
+			if made != nil {
+				t.Cleanup(func() { _ = made.Delete(context.Background()) })
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.NC.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // advisories in flight
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range updated {
+				if strings.HasPrefix(s, name) || s == "KV_"+o.JobsBucket() {
+					t.Errorf("stream %s was updated", s)
 				}
 			}
 		})
