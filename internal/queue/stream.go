@@ -253,14 +253,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		Storage:     storage,
 		Replicas:    o.Replicas,
 	}
-	if o.Update {
-		q.Jobs, err = updateBucket(ctx, js, kv)
-	} else if q.Jobs, err = js.KeyValue(ctx, kv.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		if q.Jobs, err = js.CreateKeyValue(ctx, kv); errors.Is(err, jetstream.ErrBucketExists) {
-			q.Jobs, err = js.KeyValue(ctx, kv.Bucket) // created meanwhile
-		}
-	}
-	if err != nil {
+	if q.Jobs, err = o.bucket(ctx, js, kv); err != nil {
 		return nil, fmt.Errorf("queue: create bucket %s: %w", o.JobsBucket(), err)
 	}
 	cc := jetstream.ConsumerConfig{
@@ -273,38 +266,33 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		MaxAckPending: o.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
-	if o.Update {
-		q.Work, err = updateConsumer(ctx, js, o.Stream, cc)
-	} else if q.Work, err = js.Consumer(ctx, o.Stream, cc.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
-		if q.Work, err = js.CreateConsumer(ctx, o.Stream, cc); errors.Is(err, jetstream.ErrConsumerExists) {
-			q.Work, err = js.Consumer(ctx, o.Stream, cc.Durable)
-		}
-	}
-	if err != nil {
+	if q.Work, err = o.consumer(ctx, js, o.Stream, cc); err != nil {
 		return nil, fmt.Errorf("queue: create consumer %s on %s: %w", cc.Durable, o.Stream, err)
 	}
 	return q, nil
 }
 
-// updateConsumer creates the durable consumer cc or brings it to cc. One
-// with another filter subject (an older subject layout) is deleted and
-// created anew rather than updated: nats-server 2.9 takes a new filter on
-// an update but goes on delivering by the old one, so that messages
-// published after it would never be delivered. On a work-queue stream no
-// message is lost by that: what was delivered and not acknowledged stays
-// in the stream for the new consumer.
-func updateConsumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+// consumer returns the durable consumer cc names: created when missing
+// (or found created meanwhile by another client), brought to cc when it
+// differs and o.Update is set, else as it is. One with another filter
+// subject (an older subject layout) is deleted and created anew rather
+// than updated: nats-server 2.9 takes a new filter on an update but goes
+// on delivering by the old one, so that messages published after it would
+// never be delivered. On a work-queue stream no message is lost by that:
+// what was delivered and not acknowledged stays in the stream for the new
+// consumer.
+func (o Options) consumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	c, err := js.Consumer(ctx, stream, cc.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		// Created here, or by another process meanwhile: then it is
-		// compared like any other.
+		// A create that finds the consumer is never turned into an update
+		// (see stream).
 		if c, err = js.CreateConsumer(ctx, stream, cc); !errors.Is(err, jetstream.ErrConsumerExists) {
-			return c, err
+			return c, err // created here
 		}
-		c, err = js.Consumer(ctx, stream, cc.Durable)
+		c, err = js.Consumer(ctx, stream, cc.Durable) // by another client meanwhile
 	}
-	if err != nil {
-		return nil, err
+	if err != nil || !o.Update {
+		return c, err
 	}
 	old := c.CachedInfo().Config
 	switch {
@@ -319,21 +307,21 @@ func updateConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 	return js.CreateOrUpdateConsumer(ctx, stream, cc)
 }
 
-// updateBucket creates the key-value bucket cfg or brings it to cfg; one
-// that is as wanted is left alone.
-func updateBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+// bucket returns the key-value bucket cfg names: created when missing (or
+// found created meanwhile by another client), brought to cfg when it
+// differs and o.Update is set, else as it is.
+func (o Options) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		// Created here, or by another process meanwhile: then it is
-		// compared like any other (an update of a bucket being created
-		// is what nats-server 2.9.10 crashed in).
+		// A create that finds the bucket is never turned into an update
+		// (see stream).
 		if kv, err = js.CreateKeyValue(ctx, cfg); !errors.Is(err, jetstream.ErrBucketExists) {
-			return kv, err
+			return kv, err // created here
 		}
-		kv, err = js.KeyValue(ctx, cfg.Bucket)
+		kv, err = js.KeyValue(ctx, cfg.Bucket) // by another client meanwhile
 	}
-	if err != nil {
-		return nil, err
+	if err != nil || !o.Update {
+		return kv, err
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
@@ -371,18 +359,18 @@ func (o Options) duplicates(maxAge time.Duration) time.Duration {
 	return o.Duplicates
 }
 
-// stream returns the stream cfg names: created when missing, updated to
-// cfg when it exists and o.Update is set, else as it is.
+// stream returns the stream cfg names: created when missing (or found
+// created meanwhile by another client), brought to cfg when it differs and
+// o.Update is set, else as it is.
 func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		// Created here, or by another process meanwhile (then compared
-		// below): a create that finds the stream is never turned into an
-		// update, as CreateOrUpdateStream does. nats-server 2.9.10 crashed
+		// A create that finds the stream is never turned into an update,
+		// as CreateOrUpdateStream does: nats-server 2.9.10 crashed
 		// (stream.update) on such an update when a worker and a producer
-		// started at once.
+		// started at once. One created meanwhile is compared below.
 		if s, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, cfg.Name)
+			s, err = js.Stream(ctx, cfg.Name) // by another client meanwhile
 		}
 	}
 	// Only a stream that differs is updated: an update costs a round of

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"cmp"
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -137,17 +138,7 @@ func TestSetupUpdatesOnlyWhatDiffers(t *testing.T) {
 			ctx := context.Background()
 			q := testenv.NewQueue(t, server, queue.Options{Retention: time.Hour, Update: true})
 			o := q.Opts
-			updates := make(chan string, 64)
-			sub, err := q.NC.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
-				updates <- m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Unsubscribe()
-			if err := q.NC.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			updates := streamUpdates(t, q.NC)
 			if _, err := queue.Setup(ctx, q.JS, o); err != nil { // the same settings
 				t.Fatal(err)
 			}
@@ -156,21 +147,16 @@ func TestSetupUpdatesOnlyWhatDiffers(t *testing.T) {
 			if _, err := queue.Setup(ctx, q.JS, changed); err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]int{}
 			bucket := "KV_" + o.JobsBucket()
-			deadline := time.After(10 * time.Second)
-			for got[o.ResultsStream()] == 0 || got[bucket] == 0 {
-				select {
-				case s := <-updates:
-					got[s]++
-				case <-deadline:
+			deadline := time.Now().Add(10 * time.Second)
+			got := updates()
+			for ; got[o.ResultsStream()] == 0 || got[bucket] == 0; got = updates() {
+				if time.Now().After(deadline) {
 					t.Fatalf("updates seen: %v; want %s and %s", got, o.ResultsStream(), bucket)
 				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			// The first Setup's updates, had there been any, came first.
-			for len(updates) > 0 {
-				got[<-updates]++
-			}
 			want := map[string]int{o.ResultsStream(): 1, bucket: 1}
 			for _, s := range []string{o.Stream, o.ResultsStream(), o.DLQStream, bucket} {
 				if got[s] != want[s] {
@@ -195,21 +181,9 @@ func TestSetupAtOnceSendsNoUpdate(t *testing.T) {
 			name := testenv.Name("T")
 			o.Stream, o.DLQStream = name, name+"_DLQ"
 			o.Prefix, o.Consumer = strings.ToLower(name), strings.ToLower(name)
-			var mu sync.Mutex
-			var updated []string
-			sub, err := q.NC.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
-				mu.Lock()
-				defer mu.Unlock()
-				updated = append(updated, m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Unsubscribe()
-			if err := q.NC.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			updates := streamUpdates(t, q.NC)
 			var g errgroup.Group
+			var mu sync.Mutex
 			var made *queue.Queue
 			for i := range 6 {
 				oi := o
@@ -222,7 +196,7 @@ func TestSetupAtOnceSendsNoUpdate(t *testing.T) {
 					return err
 				})
 			}
-			err = g.Wait()
+			err := g.Wait()
 			if made != nil {
 				t.Cleanup(func() { _ = made.Delete(context.Background()) })
 			}
@@ -233,13 +207,36 @@ func TestSetupAtOnceSendsNoUpdate(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(200 * time.Millisecond) // advisories in flight
-			mu.Lock()
-			defer mu.Unlock()
-			for _, s := range updated {
+			for s := range updates() {
 				if strings.HasPrefix(s, name) || s == "KV_"+o.JobsBucket() {
 					t.Errorf("stream %s was updated", s)
 				}
 			}
 		})
+	}
+}
+
+// streamUpdates records the streams updated from now on, by their update
+// advisories; it returns how many updates of each have come so far.
+func streamUpdates(t *testing.T, nc *nats.Conn) func() map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	got := map[string]int{}
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]]++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(got)
 	}
 }
