@@ -477,7 +477,7 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 // digest returns the manifest's digest of batch index, or false when no
 // manifest lists it (the producer stores each manifest before it
 // publishes the batches it lists, so a batch without one is not the
-// job's).
+// job's; a chunk's manifest grows as its batches are published).
 func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, error) {
 	if d, ok := f.manifest.Lookup(index); ok {
 		return d, true, nil
@@ -489,8 +489,10 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 		cancel()
 		if err == nil {
 			f.manifest = m
-			d, ok := m.Lookup(index)
-			return d, ok, nil
+			if d, ok := m.Lookup(index); ok {
+				return d, true, nil
+			}
+			err = job.ErrNotFound // a replica behind the one the worker read
 		}
 		if errors.Is(err, job.ErrNotFound) {
 			// A replica may lag behind the leader: ask again a few times.

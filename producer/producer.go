@@ -38,7 +38,8 @@ type Options struct {
 	// (job.JSONResults), without repeats, for clients in other languages.
 	JSONResults bool
 	// Progress, if set, is called after each group of batches is
-	// published, with the lines read so far.
+	// published, with the lines read so far, on the goroutine that
+	// publishes.
 	Progress func(lines int)
 	// Logger receives the producer's warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -99,6 +100,38 @@ var ErrSubmit = errors.New("submission stopped")
 // ends mid-way, the job is marked failed (it will never finish) and the
 // error matches ErrSubmit.
 func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, error) {
+	st, err := p.Start(ctx, in)
+	if err != nil {
+		return Submitted{}, err
+	}
+	return st.Wait()
+}
+
+// Started is a job whose record is created and whose batches are being
+// published by Start's goroutine.
+type Started struct {
+	// ID is the job's id: Follow may read its results while it is being
+	// published.
+	ID   string
+	done chan struct{}
+	sub  Submitted
+	err  error
+}
+
+// Done is closed once the submission has ended.
+func (st *Started) Done() <-chan struct{} { return st.done }
+
+// Wait waits for the submission to end and returns what Submit returns.
+func (st *Started) Wait() (Submitted, error) {
+	<-st.done
+	return st.sub, st.err
+}
+
+// Start records a job, then reads in and publishes its batches on a
+// goroutine of its own, as Submit does, so that the caller may follow the
+// job meanwhile. It fails only when the record cannot be created; what
+// fails afterwards, Wait returns.
+func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error) {
 	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
@@ -108,16 +141,21 @@ func (p *Producer) Submit(ctx context.Context, in *input.Reader) (Submitted, err
 	s.rev, err = p.jobs.Create(cctx, &s.rec)
 	cancel()
 	if err != nil {
-		return s.sub, fmt.Errorf("create the job record: %w", err)
+		return nil, fmt.Errorf("create the job record: %w", err)
 	}
-	stop := s.heartbeat(ctx)
-	err = s.run(ctx, in)
-	stop()
-	if err != nil {
-		s.fail(err)
-		return s.sub, fmt.Errorf("job %s: %w: %w", s.sub.ID, ErrSubmit, err)
-	}
-	return s.sub, nil
+	st := &Started{ID: s.sub.ID, done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		stop := s.heartbeat(ctx)
+		err := s.run(ctx, in)
+		stop()
+		if err != nil {
+			s.fail(err)
+			err = fmt.Errorf("job %s: %w: %w", s.sub.ID, ErrSubmit, err)
+		}
+		st.sub, st.err = s.sub, err
+	}()
+	return st, nil
 }
 
 // heartbeat refreshes the record every job.HeartbeatEvery until stop, so
@@ -160,11 +198,17 @@ type submission struct {
 	rec job.Record
 	rev uint64
 
-	batch   job.Batch    // the batch being filled
-	out     []inflight   // the messages of the batches closed, not yet published
-	digests []job.Digest // and their digests: the next manifest
-	size    int          // its encoded size, about
-	next    uint64       // the next batch's index
+	batch job.Batch  // the batch being filled
+	out   []inflight // the messages of the batches closed, not yet published
+	// digests are those of the current manifest chunk's batches closed
+	// so far, published or not: its manifest as it is stored next.
+	digests []job.Digest
+	// flushAt is how many batches wait to be published before they are:
+	// 1 at first, so that the workers start at once, doubling to
+	// job.ManifestSpan, so that a large job stores few manifests.
+	flushAt int
+	size    int    // the current batch's encoded size, about
+	next    uint64 // the next batch's index
 	item    uint64       // the next item's index
 	repeats repeatWindow
 	keys    []job.Key // the keys of the batch's Solve items, in order
@@ -315,18 +359,20 @@ func (s *submission) closeBatch(ctx context.Context) error {
 	s.next++
 	clear(b.Items)
 	*b, s.size = s.newBatch(b.Items), 0
-	if len(s.digests) == job.ManifestSpan {
+	if len(s.out) >= max(s.flushAt, 1) || len(s.digests) == job.ManifestSpan {
+		s.flushAt = min(2*max(s.flushAt, 1), job.ManifestSpan)
 		return s.flush(ctx)
 	}
 	return nil
 }
 
-// flush stores the manifest of the batches closed since the last flush,
-// publishes them and updates the job record. The manifest is stored
-// before any of its batches is published: a worker that finds none for a
-// batch knows it is not the producer's.
+// flush stores the manifest of the current chunk with the batches closed
+// since the last flush, publishes them and updates the job record. The
+// manifest is stored before any of its batches is published: a worker
+// that finds none for a batch knows it is not the producer's. A chunk's
+// manifest is stored again, longer, at each flush within it.
 func (s *submission) flush(ctx context.Context) error {
-	if len(s.digests) == 0 {
+	if len(s.out) == 0 {
 		return nil
 	}
 	m := job.Manifest{Chunk: job.ManifestChunk(uint64(s.sub.Batches)), Digests: s.digests}
@@ -343,7 +389,10 @@ func (s *submission) flush(ctx context.Context) error {
 		s.sub.Batches++
 	}
 	clear(s.out)
-	s.out, s.digests = s.out[:0], s.digests[:0]
+	s.out = s.out[:0]
+	if len(s.digests) == job.ManifestSpan {
+		s.digests = s.digests[:0] // the chunk is complete
+	}
 	if err := s.update(ctx); err != nil {
 		return err
 	}

@@ -25,12 +25,15 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 		// would not reach it.
 		return queue.ReasonMismatch, nil
 	}
-	// A replica of the jobs bucket may lag behind its leader by a few
-	// milliseconds (reads go to any replica): what is not found is asked
-	// again a few times before the batch is refused.
+	// A manifest read earlier may hold fewer batches than now (the
+	// producer stores a chunk's manifest again as it publishes more of
+	// its batches): one without this batch is read again at once. And a
+	// replica of the jobs bucket may lag behind its leader by a few
+	// milliseconds (reads go to any replica): what is not found then is
+	// asked again a few times before the batch is refused.
 	var m *job.Manifest
 	var err error
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
+	for wait := time.Duration(0); ; wait = max(2*wait, 50*time.Millisecond) {
 		m, err = w.mf.get(ctx, w.jobs, b.Job, job.ManifestChunk(b.Index))
 		if err == nil && !m.Has(b.Index) {
 			err = job.ErrNotFound

@@ -145,6 +145,20 @@ func (o *observer) get(outcome string) (n, puzzles, solved int) {
 	return o.outcomes[outcome], o.puzzles, o.solved
 }
 
+// await returns o.get(outcome) once ok accepts it, or as it is after 5s:
+// a worker tells its observer of a batch after storing its results and
+// acking, so a reader of the results may be done first.
+func (o *observer) await(outcome string, ok func(n, puzzles, solved int) bool) (n, puzzles, solved int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, puzzles, solved = o.get(outcome)
+		if ok(n, puzzles, solved) || time.Now().After(deadline) {
+			return n, puzzles, solved
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestTwoWorkersShareAJob(t *testing.T) {
 	eachServer(t, func(t *testing.T, e *env) {
 		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 600)
@@ -155,9 +169,9 @@ func TestTwoWorkersShareAJob(t *testing.T) {
 		rs, rec := e.follow(id, 60*time.Second)
 		check(t, puzzles, rs)
 		b1, p1, _ := o1.get(OutcomeAcked)
-		b2, p2, _ := o2.get(OutcomeAcked)
+		b2, p2, _ := o2.await(OutcomeAcked, func(b2, p2, _ int) bool { return p1+p2 >= 600 })
 		if b1+b2 < 30 || p1+p2 < 600 || b1 == 0 || b2 == 0 {
-			t.Errorf("worker 1 acked %d batches (%d puzzles), worker 2 %d (%d): want both to share 30", b1, p1, b2, p2)
+			t.Errorf("worker 1 acked %d batches (%d puzzles), worker 2 %d (%d): want both to share 30 (%v %v %v %v)", b1, p1, b2, p2, o1.outcomes, o2.outcomes, o1.errs, o2.errs)
 		}
 		if rec.Counts[result.StatusUnique] != 600 {
 			t.Errorf("counts %v", rec.Counts)
@@ -475,7 +489,7 @@ func TestIdleHandlersShareABatch(t *testing.T) {
 			if rec.Batches != 1 || rec.Counts[result.StatusUnique] != 300 {
 				t.Fatalf("record: %d batches, counts %v", rec.Batches, rec.Counts)
 			}
-			if _, _, solved := o.get(OutcomeAcked); solved != 300 {
+			if _, _, solved := o.await(OutcomeAcked, func(_, _, solved int) bool { return solved >= 300 }); solved != 300 {
 				t.Errorf("the observer saw %d puzzles solved, want 300", solved)
 			}
 			mu.Lock()

@@ -156,6 +156,12 @@ type OpenOptions struct {
 	// the configuration (queue.Options.Update): for workers, which own
 	// them. Other commands use them as they are.
 	UpdateQueue bool
+	// Drain makes Close drain the NATS connection, so that what its
+	// subscriptions received is handled before it closes: for servers
+	// (workers, the HTTP API). Other commands have nothing in flight when
+	// they close, and close at once after a flush: a drain costs tens of
+	// milliseconds (the client polls its subscriptions every 10 ms).
+	Drain bool
 }
 
 // Open connects to NATS (or starts the embedded server) and sets the queue
@@ -241,7 +247,11 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 		}
 	}
 	nc := c.NC
-	c.closers = append(c.closers, func() { _ = nc.Drain(); waitClosed(nc) })
+	if oo.Drain {
+		c.closers = append(c.closers, func() { drain(nc) })
+	} else {
+		c.closers = append(c.closers, func() { _ = nc.FlushTimeout(time.Second); nc.Close() })
+	}
 	if c.JS, err = jetstream.New(c.NC, jetstream.WithPublishAsyncMaxPending(cfg.Queue.PublishMaxPending)); err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
@@ -357,11 +367,21 @@ func (c *Conn) Close() {
 	}
 }
 
-// waitClosed waits (up to 5s) for a draining connection to close.
-func waitClosed(nc *nats.Conn) {
-	deadline := time.Now().Add(5 * time.Second)
-	for !nc.IsClosed() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+// drain drains nc and waits (up to 5s) for it to close.
+func drain(nc *nats.Conn) {
+	closed := make(chan struct{})
+	prev := nc.ClosedHandler()
+	nc.SetClosedHandler(func(nc *nats.Conn) {
+		close(closed)
+		if prev != nil {
+			prev(nc)
+		}
+	})
+	if err := nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	nc.Close()
 }

@@ -73,6 +73,15 @@ func (p *progress) Close() {
 	_ = p.bar.Clear()
 }
 
+// Clear removes the bar from the terminal until it is drawn again, so
+// that lines can be printed above it.
+func (p *progress) Clear() {
+	if p == nil || p.bar == nil {
+		return
+	}
+	_ = p.bar.Clear()
+}
+
 // SetTotal sets the number of puzzles expected, once it is known.
 func (p *progress) SetTotal(total int) {
 	if p == nil || p.bar == nil || total <= 0 {

@@ -50,9 +50,9 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 				}
 				cfg.Serve.Addr = addr
 			}
-			oo := app.OpenOptions{}
+			oo := app.OpenOptions{Drain: true}
 			if embedded {
-				oo = app.OpenOptions{Embedded: true, AllowMemoryCache: true}
+				oo = app.OpenOptions{Embedded: true, AllowMemoryCache: true, Drain: true}
 			}
 			conn, err := app.Open(ctx, cfg, oo, log)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,6 +144,16 @@ type waitOptions struct {
 	// --wait, solve), so the summary gives its time and rate. A later
 	// 'job wait' does not know when the job's last result came.
 	timed bool
+	// started is the submission of the job when this process is
+	// publishing it (submit --wait, solve): its results are written while
+	// it publishes, and when it fails, its error ends the wait.
+	started *producer.Started
+	// submitted, if set, reports what the submission did, once it has
+	// published everything.
+	submitted func(*producer.Submitted)
+	// failed words the error of a submission that failed for the
+	// command.
+	failed func(error) error
 }
 
 // waitAndWrite follows job id (producer.Follow) with a progress bar on a
@@ -164,11 +175,38 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 	d := &waitDisplay{log: log, newBar: func() *progress { return newProgress(stderr, "solving", -1) }}
 	w := result.NewWriter(out.w, out.format)
 	var sum result.Summary
-	rec, err := producer.Follow(wctx, conn.Queue, id, func(r result.Result) error {
+	fctx, stopFollowing := context.WithCancel(wctx)
+	defer stopFollowing()
+	reported := make(chan struct{})
+	if st := wo.started; st != nil {
+		// Once the submission is over: what it did, or, when it failed,
+		// the end of the wait (the job will never finish).
+		go func() {
+			defer close(reported)
+			sub, err := st.Wait()
+			switch {
+			case err != nil:
+				stopFollowing()
+			case wo.submitted != nil:
+				d.print(func() { wo.submitted(&sub) })
+			}
+		}()
+	} else {
+		close(reported)
+	}
+	rec, err := producer.Follow(fctx, conn.Queue, id, func(r result.Result) error {
 		sum.Add(r)
 		return w.Write(r)
 	}, producer.FollowOptions{Full: out.format == result.JSONL, Logger: log, Progress: d.update})
-	d.bar.Close()
+	d.close()
+	if st := wo.started; st != nil {
+		// Publishing goes on when only the wait stopped (wctx, or out's
+		// error): the job then runs on without this process.
+		<-reported
+		if _, serr := st.Wait(); serr != nil {
+			return wo.failed(serr)
+		}
+	}
 	last := d.last
 	if ferr := w.Flush(); err == nil {
 		err = ferr
@@ -209,15 +247,34 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 // terminal, with what it waits for, if anything; without a terminal, a
 // log line when an outage starts and one when it ends.
 type waitDisplay struct {
-	log      *slog.Logger
-	newBar   func() *progress // nil when not on a terminal
+	log    *slog.Logger
+	newBar func() *progress // nil when not on a terminal
+
+	mu       sync.Mutex // update, print and close run on several goroutines
 	bar      *progress
 	last     producer.Progress
 	totalSet bool
 }
 
+// print runs f, which writes lines on stderr, with the bar cleared.
+func (d *waitDisplay) print(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.bar.Clear()
+	f()
+}
+
+// close removes the bar.
+func (d *waitDisplay) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.bar.Close()
+}
+
 // update shows p (a producer.FollowOptions.Progress).
 func (d *waitDisplay) update(p producer.Progress) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.bar == nil {
 		if d.bar = d.newBar(); d.bar == nil {
 			d.bar = &progress{} // not a terminal: nothing to draw

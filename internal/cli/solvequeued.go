@@ -50,12 +50,17 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	defer stopWorker()
 
 	p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, false, f.first))
-	sub, err := p.Submit(ctx, input.NewReader(in))
-	if err != nil {
+	failed := func(err error) error {
 		if ctx.Err() != nil {
 			return &exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while reading %s", name)}
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true})
+	// The results are read while the batches are published.
+	st, err := p.Start(ctx, input.NewReader(in))
+	if err != nil {
+		return failed(err)
+	}
+	return waitAndWrite(ctx, cmd, conn, log, st.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true,
+		started: st, failed: failed})
 }

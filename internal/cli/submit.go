@@ -64,16 +64,23 @@ it later.`,
 			}
 			defer conn.Close()
 			p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, force, first))
-			sub, err := p.Submit(ctx, input.NewReader(in))
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			reportSubmitted(cmd, &sub)
+			failed := func(err error) error { return fmt.Errorf("%s: %w", name, err) }
 			if !wait {
+				sub, err := p.Submit(ctx, input.NewReader(in))
+				if err != nil {
+					return failed(err)
+				}
+				reportSubmitted(cmd, &sub)
 				fmt.Fprintln(cmd.OutOrStdout(), sub.ID)
 				return nil
 			}
-			return waitAndWrite(ctx, cmd, conn, log, sub.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout, timed: true})
+			// The results are read while the batches are published.
+			st, err := p.Start(ctx, input.NewReader(in))
+			if err != nil {
+				return failed(err)
+			}
+			return waitAndWrite(ctx, cmd, conn, log, st.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout,
+				timed: true, started: st, failed: failed, submitted: func(s *producer.Submitted) { reportSubmitted(cmd, s) }})
 		},
 	}
 	of.add(cmd)
