@@ -113,6 +113,7 @@ type follower struct {
 	recent    recentBatches            // the results messages of the last RepeatWindow items
 	manifest  job.Manifest             // the manifest chunk last read
 	counts    job.Counts
+	cached    int64 // results from the cache passed on
 	lines     int64
 	waiting   string
 	downSince time.Time
@@ -545,6 +546,9 @@ func (f *follower) drain() error {
 				r.Cached = false
 			}
 			f.counts[r.Status]++
+			if r.Cached {
+				f.cached++
+			}
 			f.lines++
 			if err := f.out(r); err != nil {
 				return err
@@ -568,6 +572,7 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 		for st, n := range f.counts {
 			r.Counts[st] = n
 		}
+		r.Cached = f.cached // by the producer and by the workers
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		rev, err := f.jobs.Update(actx, &r, f.rev)
 		cancel()

@@ -7,7 +7,6 @@ package producer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -209,17 +208,21 @@ type submission struct {
 	flushAt int
 	size    int    // the current batch's encoded size, about
 	next    uint64 // the next batch's index
-	item    uint64       // the next item's index
+	item    uint64 // the next item's index
 	repeats repeatWindow
+	// looking: the producer looks the puzzles of its batches up in the
+	// cache. It does from the first batch while each lookup finds some,
+	// so that a job submitted again is answered without a worker; after
+	// one finds none, the workers look the rest up (they need the keys
+	// to store what they solve, the producer does not).
+	looking bool
 	keys    []job.Key // the keys of the batch's Solve items, in order
 	// solveItems are the batch's Solve items (for lookup).
 	solveItems []*job.Item
 }
 
-// lookups reports whether the producer looks puzzles up in the cache.
-func (s *submission) lookups() bool { return !s.p.opts.Force && s.p.cache.Enabled() }
-
 func (s *submission) run(ctx context.Context, in *input.Reader) error {
+	s.looking = !s.p.opts.Force && s.p.cache.Enabled()
 	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.BatchSize))
 	for {
 		it, err := in.Next()
@@ -299,15 +302,14 @@ func (s *submission) add(ctx context.Context, in input.Item) error {
 			s.sub.InvalidLines = append(s.sub.InvalidLines, r)
 		}
 	} else {
-		key := job.KeyOf(&g)
-		if back, ok := s.repeats.find(key, s.item); ok && !s.p.opts.JSONResults {
+		if back, ok := s.repeats.find(&g, s.item); ok && !s.p.opts.JSONResults {
 			it.Kind, it.Back = job.Repeat, back
 			s.sub.Repeated++
 		} else {
-			s.repeats.add(key, s.item)
+			s.repeats.add(&g, s.item)
 			it.Kind, it.Grid = job.Solve, g
-			if s.lookups() {
-				s.keys = append(s.keys, key)
+			if s.looking {
+				s.keys = append(s.keys, job.KeyOf(&g))
 			}
 		}
 	}
@@ -336,7 +338,7 @@ func (s *submission) closeBatch(ctx context.Context) error {
 	if len(b.Items) == 0 {
 		return nil
 	}
-	checked := s.lookup(ctx)
+	checked := s.lookup(ctx) || s.p.opts.Force
 	d := b.ComputeDigest()
 	solve := 0
 	for j := range b.Items {
@@ -350,7 +352,7 @@ func (s *submission) closeBatch(ctx context.Context) error {
 		s.out = append(s.out, inflight{msg: s.p.q.Opts.ResultsMsg(b), results: true})
 	} else {
 		if checked {
-			b.Flags |= job.FlagCacheChecked
+			b.Flags |= job.FlagNoLookup
 		}
 		s.out = append(s.out, inflight{msg: s.p.q.Opts.WorkMsg(b)})
 	}
@@ -404,8 +406,9 @@ func (s *submission) flush(ctx context.Context) error {
 
 // lookup replaces the Solve items of the current batch found in the
 // cache with their outcomes, and reports whether the cache was looked up.
+// A lookup that finds none ends the producer's lookups (s.looking).
 func (s *submission) lookup(ctx context.Context) bool {
-	if !s.lookups() {
+	if !s.looking {
 		return false
 	}
 	keys := s.keys
@@ -420,14 +423,17 @@ func (s *submission) lookup(ctx context.Context) bool {
 	if len(keys) == 0 {
 		return true
 	}
-	hits, ok := s.p.cache.Lookup(ctx, keys)
+	hits, ok := s.p.cache.LookupBatch(ctx, keys)
+	found := 0
 	for i, h := range hits {
 		if h != nil && h.Answers(s.p.opts.FirstSolution) && h.Puzzle == items[i].Grid {
 			items[i].Kind, items[i].Outcome = job.Known, *h
 			items[i].Outcome.Cached = true
-			s.sub.Cached++
+			found++
 		}
 	}
+	s.sub.Cached += int64(found)
+	s.looking = ok && found > 0
 	return ok
 }
 
@@ -471,86 +477,4 @@ func (s *submission) fail(cause error) {
 	if err := s.update(ctx); err != nil {
 		s.p.opts.Logger.Error("producer: cannot mark the job failed", "job", s.sub.ID, "err", err)
 	}
-}
-
-// repeatWindow finds repeats among the last job.RepeatWindow distinct
-// puzzles added: an open-addressing hash table (linear probing) of the
-// keys' first 8 bytes, each slot holding an item index, and a ring of the
-// full keys added, by item index. A slot is emptied when its key falls out
-// of the window (backward-shift deletion keeps every probe sequence
-// whole), so the table never holds more than the window. A match on the
-// 8 bytes is confirmed on the full key.
-type repeatWindow struct {
-	slots []repeatSlot // 2 x RepeatWindow slots: at most half full
-	ring  []job.Key    // the key of item i at i % RepeatWindow
-	items []uint64     // item index + 1 of each ring slot; 0 for none
-}
-
-type repeatSlot struct {
-	fp   uint64 // the key's first 8 bytes
-	item uint64 // item index + 1; 0 for an empty slot
-}
-
-const repeatSlots = 2 * job.RepeatWindow
-
-func fingerprint(k *job.Key) uint64 { return binary.LittleEndian.Uint64(k[:8]) }
-
-// find returns how far back the key of item was added, if within the
-// window.
-func (w *repeatWindow) find(key job.Key, item uint64) (back uint64, ok bool) {
-	if w.slots == nil {
-		return 0, false
-	}
-	fp := fingerprint(&key)
-	for i := fp & (repeatSlots - 1); w.slots[i].item != 0; i = (i + 1) & (repeatSlots - 1) {
-		s := w.slots[i]
-		if s.fp == fp && item-(s.item-1) <= job.RepeatWindow && w.ring[(s.item-1)%job.RepeatWindow] == key {
-			return item - (s.item - 1), true
-		}
-	}
-	return 0, false
-}
-
-// add adds the key of item (items come in increasing order), forgetting
-// the key added job.RepeatWindow items before.
-func (w *repeatWindow) add(key job.Key, item uint64) {
-	if w.slots == nil {
-		w.slots = make([]repeatSlot, repeatSlots)
-		w.ring = make([]job.Key, job.RepeatWindow)
-		w.items = make([]uint64, job.RepeatWindow)
-	}
-	r := item % job.RepeatWindow
-	if old := w.items[r]; old != 0 {
-		w.remove(fingerprint(&w.ring[r]), old)
-	}
-	w.ring[r], w.items[r] = key, item+1
-	fp := fingerprint(&key)
-	i := fp & (repeatSlots - 1)
-	for w.slots[i].item != 0 {
-		i = (i + 1) & (repeatSlots - 1)
-	}
-	w.slots[i] = repeatSlot{fp: fp, item: item + 1}
-}
-
-// remove empties the slot of (fp, item), shifting back the entries after
-// it that would no longer be found.
-func (w *repeatWindow) remove(fp, item uint64) {
-	const mask = repeatSlots - 1
-	i := fp & mask
-	for w.slots[i].item != item {
-		if w.slots[i].item == 0 {
-			return
-		}
-		i = (i + 1) & mask
-	}
-	for j := (i + 1) & mask; w.slots[j].item != 0; j = (j + 1) & mask {
-		// The entry at j may move to the hole at i if its home slot is
-		// not in (i, j] (cyclically).
-		home := w.slots[j].fp & mask
-		if (j-home)&mask >= (j-i)&mask {
-			w.slots[i] = w.slots[j]
-			i = j
-		}
-	}
-	w.slots[i] = repeatSlot{}
 }

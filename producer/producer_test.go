@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -457,71 +456,77 @@ func answer(t *testing.T, id string, index uint64, text string) *job.Batch {
 	return b
 }
 
+// testGrid returns a grid for n, a different one for every n (its first
+// cells hold n in base 9).
+func testGrid(n uint64) *solver.Grid {
+	var g solver.Grid
+	for i := 0; n > 0; i, n = i+1, n/9 {
+		g[i] = byte(n%9) + 1
+	}
+	return &g
+}
+
 func TestRepeatWindow(t *testing.T) {
 	var w repeatWindow
-	k := func(i int) job.Key { return job.Key{byte(i), byte(i >> 8), byte(i >> 16), 1} }
-	w.add(k(1), 0)
-	if back, ok := w.find(k(1), 5); !ok || back != 5 {
-		t.Errorf("find = %d, %v", back, ok)
+	if _, ok := w.find(testGrid(1), 0); ok {
+		t.Error("found a puzzle in an empty window")
 	}
-	if _, ok := w.find(k(2), 5); ok {
-		t.Error("found a key never added")
+	w.add(testGrid(1), 0)
+	if back, ok := w.find(testGrid(1), 5); !ok || back != 5 {
+		t.Errorf("find = %d, %v, want 5, true", back, ok)
 	}
-	// Past the window the first key is forgotten, the rest kept.
-	for i := 1; i <= job.RepeatWindow; i++ {
-		w.add(k(i+1), uint64(i))
+	if _, ok := w.find(testGrid(2), 5); ok {
+		t.Error("found a puzzle never added")
 	}
-	if _, ok := w.find(k(1), job.RepeatWindow+1); ok {
-		t.Error("a key past the window was found")
+	if _, ok := w.find(testGrid(1), job.RepeatWindow+1); ok {
+		t.Error("found a puzzle past the window")
 	}
-	if back, ok := w.find(k(2), job.RepeatWindow+1); !ok || back != job.RepeatWindow {
-		t.Errorf("the oldest key in the window: %d, %v", back, ok)
-	}
-	used := 0
-	for _, sl := range w.slots {
-		if sl.item != 0 {
-			used++
+	// The next item repeating the last is always found, however full.
+	for i := uint64(1); i < 2*job.RepeatWindow; i++ {
+		w.add(testGrid(i+1), i)
+		if back, ok := w.find(testGrid(i+1), i+1); !ok || back != 1 {
+			t.Fatalf("item %d repeating item %d: find = %d, %v", i+1, i, back, ok)
 		}
 	}
-	if used != job.RepeatWindow {
-		t.Errorf("%d slots in use, want the window's %d", used, job.RepeatWindow)
-	}
-	// Keys that share their first 8 bytes are told apart.
-	a, b := k(7), k(7)
-	a[31], b[31] = 1, 2
-	w.add(a, 2*job.RepeatWindow)
-	if _, ok := w.find(b, 2*job.RepeatWindow+1); ok {
-		t.Error("a key found by its first 8 bytes only")
-	}
-	if back, ok := w.find(a, 2*job.RepeatWindow+1); !ok || back != 1 {
-		t.Errorf("find of a colliding key = %d, %v", back, ok)
+	if len(w.ring) != job.RepeatWindow {
+		t.Errorf("the ring holds %d puzzles, want at most the window's %d", len(w.ring), job.RepeatWindow)
 	}
 }
 
-// TestRepeatWindowAgainstAMap checks the table against a plain map over a
-// long run of keys from a small set, so that keys repeat, expire and
-// collide in the table.
+// TestRepeatWindowAgainstAMap checks the window against a plain map over
+// a long run of puzzles from a small set, so that puzzles repeat, expire
+// and share slots: every repeat it finds is one, at the right distance,
+// and it finds nearly all within the window (a slot taken over by
+// another puzzle loses one now and then).
 func TestRepeatWindowAgainstAMap(t *testing.T) {
 	var w repeatWindow
-	last := map[job.Key]uint64{} // the last item a key was added at
+	last := map[uint64]uint64{} // the last item a puzzle was added at
 	rng := uint64(1)
-	for item := uint64(0); item < 5*job.RepeatWindow; item++ {
+	repeats, found := 0, 0
+	for item := uint64(0); item < 3*job.RepeatWindow; item++ {
 		rng = rng*6364136223846793005 + 1442695040888963407
-		var k job.Key
-		n := (rng >> 40) % (job.RepeatWindow * 3 / 2)
-		// Keys n and n+65536 share their first 8 bytes.
-		binary.LittleEndian.PutUint64(k[:8], (n&0xffff)*0x9e3779b97f4a7c15)
-		binary.LittleEndian.PutUint64(k[8:], n)
-		back, ok := w.find(k, item)
-		at, seen := last[k]
-		wantOK := seen && item-at <= job.RepeatWindow
-		if ok != wantOK || (ok && back != item-at) {
-			t.Fatalf("item %d: find = %d, %v; want %d, %v", item, back, ok, item-at, wantOK)
+		n := (rng >> 40) % 2000
+		if item > 2*job.RepeatWindow {
+			n += 1 << 20 // new puzzles: the old ones expire
 		}
-		if !ok {
-			w.add(k, item)
-			last[k] = item
+		back, ok := w.find(testGrid(n), item)
+		at, seen := last[n]
+		inWindow := seen && item-at <= job.RepeatWindow
+		if ok && (!inWindow || back != item-at) {
+			t.Fatalf("item %d: find = %d, true; the puzzle was last added at %d (seen %v)", item, back, at, seen)
 		}
+		if inWindow {
+			repeats++
+		}
+		if ok {
+			found++
+			continue
+		}
+		w.add(testGrid(n), item)
+		last[n] = item
+	}
+	if found < repeats*9/10 {
+		t.Errorf("found %d of %d repeats within the window, want at least 90%%", found, repeats)
 	}
 }
 

@@ -86,9 +86,10 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) bool {
 // earlier delivery (same digest: done), or one that does not answer this
 // batch (published by hand, or by a bug): it is deleted and ours takes its
 // place.
-func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest) error {
+func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest, sc *scratch) error {
 	b.Digest = d
-	m := w.q.Opts.ResultsMsg(b)
+	m := w.q.Opts.ResultsMsgIn(b, sc.body) // the client copies it as it publishes
+	sc.body = m.Data
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -351,6 +352,7 @@ type task struct {
 	start     time.Time
 	st        BatchStats
 	stopBeat  chan struct{}
+	sc        *scratch // the batch's memory, released when it is done
 }
 
 // handle processes one message: it decodes it, checks it against its
@@ -360,14 +362,17 @@ type task struct {
 // the round trips. It abandons the batch when ctx is done.
 func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream.Msg) {
 	w.inFlight.Add(1)
-	t := &task{w: w, m: m, start: time.Now()}
+	t := &task{w: w, m: m, start: time.Now(), sc: scratches.Get().(*scratch)}
 	t.delivered = 1
 	if md, err := m.Metadata(); err == nil {
 		t.delivered = md.NumDelivered
 	}
 	t.st.Redelivered = t.delivered > 1
 
-	b, err := job.DecodeWork(m.Data())
+	b, err := job.DecodeWorkInto(m.Data(), t.sc.items)
+	if cap(b.Items) > cap(t.sc.items) {
+		t.sc.items = b.Items
+	}
 	if err != nil {
 		t.deadLetter(queue.ReasonUndecodable, err)
 		return
@@ -403,9 +408,10 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	if t.delivered > 1 && w.stored(ctx, &b, t.digest) {
 		// Its results were published, and the ack was lost: nothing to do.
 		t.ack()
+		t.done()
 		return
 	}
-	solved := w.answer(ctx, sv, &b, &t.st)
+	solved := w.answer(ctx, sv, &b, &t.st, t.sc)
 	if ctx.Err() != nil {
 		t.fail(ctx, ctx.Err())
 		return
@@ -448,16 +454,20 @@ func reasonText(reason string, b *job.Batch) string {
 	return reason
 }
 
-// done ends the task: the heartbeat stops and the observer hears of it.
+// done ends the task: the heartbeat stops, the observer hears of it and
+// its memory is released. Latency is from delivery to now unless set.
 func (t *task) done() {
 	if t.stopBeat != nil {
 		close(t.stopBeat)
 	}
-	t.st.Latency = time.Since(t.start)
+	if t.st.Latency == 0 {
+		t.st.Latency = time.Since(t.start)
+	}
 	if o := t.w.opts.Observer; o != nil {
 		o.Batch(&t.st)
 	}
 	t.w.inFlight.Add(-1)
+	t.sc.release()
 }
 
 // ack acks the message, whose results are stored.
@@ -467,19 +477,20 @@ func (t *task) ack() {
 		t.w.log.Warn("worker: ack failed; the batch will be redelivered", "job", t.batch.Job, "batch", t.batch.Index, "err", err)
 	}
 	t.st.Outcome = OutcomeAcked
-	t.done()
+	t.st.Latency = time.Since(t.start)
 }
 
 // commit publishes the batch's results, acks, then adds the puzzles it
 // solved to the cache.
 func (t *task) commit(ctx context.Context, solved []cache.Entry) {
-	if err := t.w.publishResults(ctx, t.batch, t.digest); err != nil {
+	if err := t.w.publishResults(ctx, t.batch, t.digest, t.sc); err != nil {
 		t.fail(ctx, err)
 		return
 	}
 	t.ack()
 	t.w.event(t.batch.Job, t.batch.Index, len(t.batch.Items))
 	t.w.cache.Put(ctx, solved)
+	t.done()
 }
 
 // event publishes a dashboard's note of work done.
@@ -543,30 +554,31 @@ func (t *task) deadLetter(reason string, cause error) {
 }
 
 // answer turns every Solve item of b into a Known item: from the cache
-// (unless the producer looked already) or by solving. It returns the
-// cache entries of what it solved.
-func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st *BatchStats) []cache.Entry {
+// (unless the batch says not to look) or by solving. It returns the cache
+// entries of what it solved, in sc's memory.
+func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st *BatchStats, sc *scratch) []cache.Entry {
 	first := b.Flags&job.FlagFirstSolution != 0
-	var idx []int // the Solve items
+	sc.idx = sc.idx[:0]
 	for i := range b.Items {
 		if b.Items[i].Kind == job.Solve {
-			idx = append(idx, i)
+			sc.idx = append(sc.idx, i)
 		}
 	}
-	var keys []job.Key
+	idx := sc.idx
+	keys := sc.keys[:0]
 	if w.cache.Enabled() {
-		keys = make([]job.Key, len(idx))
-		for j, i := range idx {
-			keys[j] = job.KeyOf(&b.Items[i].Grid)
+		for _, i := range idx {
+			keys = append(keys, job.KeyOf(&b.Items[i].Grid))
 		}
 	}
+	sc.keys = keys
 	var hits []*job.Outcome
-	if b.Flags&job.FlagCacheChecked == 0 {
-		hits = w.cache.Get(ctx, keys)
+	if b.Flags&job.FlagNoLookup == 0 {
+		hits, _ = w.cache.LookupBatch(ctx, keys)
 	}
 	sh := &share{w: w, ctx: ctx, b: b, opts: solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first},
-		idx: make([]int, 0, len(idx)), times: make([]time.Duration, 0, len(idx))}
-	var misses []int // indexes into idx of the puzzles to solve
+		idx: sc.todo[:0]}
+	misses := sc.misses[:0] // indexes into idx of the puzzles to solve
 	for j, i := range idx {
 		it := &b.Items[i]
 		if hits != nil && hits[j] != nil && hits[j].Answers(first) && hits[j].Puzzle == it.Grid {
@@ -578,23 +590,28 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 		misses = append(misses, j)
 		sh.idx = append(sh.idx, i)
 	}
-	sh.times = sh.times[:len(sh.idx)]
+	sc.misses, sc.todo = misses, sh.idx
+	sh.times = slices.Grow(sc.times[:0], len(sh.idx))[:len(sh.idx)]
+	sc.times = sh.times
 	sh.solve(sv)
 	if ctx.Err() != nil {
 		return nil
 	}
 	st.SolveTimes = sh.times
-	var solved []cache.Entry
-	if keys != nil {
-		solved = make([]cache.Entry, 0, len(misses))
-		arena := make([]byte, 0, 64*len(misses)) // the compact forms, for the cache
+	solved := sc.entries[:0]
+	if len(keys) > 0 {
+		// The compact forms, for the cache, in one buffer: one that grows
+		// leaves the earlier values in the one before, as they are.
+		arena := slices.Grow(sc.arena[:0], 64*len(misses))
 		for _, j := range misses {
-			it := &b.Items[idx[j]]
+			o := &b.Items[idx[j]].Outcome
 			n := len(arena)
-			arena = job.AppendOutcome(arena, &it.Outcome)
-			solved = append(solved, cache.Entry{Key: keys[j], Outcome: &it.Outcome, Value: arena[n:len(arena):len(arena)]})
+			arena = job.AppendOutcome(arena, o)
+			solved = append(solved, cache.Entry{Key: keys[j], Outcome: o, Value: arena[n:len(arena):len(arena)]})
 		}
+		sc.arena = arena
 	}
+	sc.entries = solved
 	st.Statuses = make(map[result.Status]int, 2)
 	for i := range b.Items {
 		if b.Items[i].Kind == job.Known {
@@ -654,22 +671,21 @@ func (sh *share) take(sv *solver.Solver) bool {
 	if start >= len(sh.idx) || sh.ctx.Err() != nil {
 		return false
 	}
+	t := time.Now()
 	for k := start; k < min(start+shareChunk, len(sh.idx)); k++ {
 		it := &sh.b.Items[sh.idx[k]]
-		t0 := time.Now()
 		o := sh.w.solveOne(sh.ctx, sv, &it.Grid, sh.opts)
-		sh.times[k] = time.Since(t0)
+		now := time.Now()
+		sh.times[k], t = now.Sub(t), now
 		it.Kind, it.Outcome = job.Known, o
 	}
 	return true
 }
 
-// solveOne validates and solves g; a panic in the solver becomes the
-// puzzle's error instead of killing the worker.
+// solveOne validates and solves g (an invalid puzzle is the solver's
+// *ParseError, made an invalid outcome by FromSolve); a panic in the
+// solver becomes the puzzle's error instead of killing the worker.
 func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, opts solver.Options) (o job.Outcome) {
-	if err := g.Validate(); err != nil {
-		return job.Outcome{Status: result.StatusInvalid, Text: g.String(), Error: err.Error()}
-	}
 	defer func() {
 		if p := recover(); p != nil {
 			*sv = solver.Solver{} // its state may be inconsistent

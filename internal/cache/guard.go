@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -104,6 +105,33 @@ func (g *Guard) Down() (bool, time.Time) {
 func (g *Guard) Get(ctx context.Context, keys []job.Key) []*job.Outcome {
 	out, _ := g.Lookup(ctx, keys)
 	return out
+}
+
+// SampleSize is how many keys of a batch LookupBatch looks up before the
+// rest: a batch with a tenth of its puzzles cached is found so with a
+// chance of 29 in 30, one with a fifth 1,250 in 1,251.
+const SampleSize = 32
+
+// LookupBatch is Lookup for the keys of a batch that may well have none
+// cached (a new job's): it looks up SampleSize of them first, evenly
+// spread, and the rest only when one of those is cached. A new batch
+// then costs the cache SampleSize lookups instead of one a key (in Redis,
+// a lookup costs a third of a write); the price is that a batch with few
+// puzzles cached may have those solved again.
+func (g *Guard) LookupBatch(ctx context.Context, keys []job.Key) ([]*job.Outcome, bool) {
+	if len(keys) <= 2*SampleSize {
+		return g.Lookup(ctx, keys)
+	}
+	stride := len(keys) / SampleSize
+	sample := make([]job.Key, SampleSize)
+	for i := range sample {
+		sample[i] = keys[i*stride]
+	}
+	hits, ok := g.Lookup(ctx, sample)
+	if !ok || !slices.ContainsFunc(hits, func(o *job.Outcome) bool { return o != nil }) {
+		return nil, ok
+	}
+	return g.Lookup(ctx, keys)
 }
 
 // Lookup is Get, and reports whether the cache was asked and answered.

@@ -52,10 +52,22 @@ func (r *Redis) Ping(ctx context.Context) error {
 
 // Key returns the Redis key of the outcome of the puzzle with key k:
 // the prefix, "sol:" and the key in hex.
-func (r *Redis) Key(k job.Key) string {
-	b := make([]byte, 0, len(r.prefix)+4+2*len(k))
-	b = append(append(b, r.prefix...), "sol:"...)
-	return string(k.AppendHex(b))
+func (r *Redis) Key(k job.Key) string { return r.keys(1, func(int) *job.Key { return &k })[0] }
+
+// keys returns the Redis keys of n puzzle keys, key(i) the i-th, as
+// substrings of one string: a batch's keys take two allocations.
+func (r *Redis) keys(n int, key func(i int) *job.Key) []string {
+	size := len(r.prefix) + len("sol:") + 2*len(job.Key{})
+	b := make([]byte, 0, n*size)
+	for i := range n {
+		b = append(append(b, r.prefix...), "sol:"...)
+		b = key(i).AppendHex(b)
+	}
+	all, out := string(b), make([]string, n)
+	for i := range out {
+		out[i] = all[i*size : (i+1)*size]
+	}
+	return out
 }
 
 // Get looks keys up in one round trip (pipelined GETs on a Cluster). A
@@ -66,11 +78,12 @@ func (r *Redis) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error)
 		return out, nil
 	}
 	vals := make([]any, len(keys))
+	full := r.keys(len(keys), func(i int) *job.Key { return &keys[i] })
 	if r.cluster {
 		cmds := make([]*redis.StringCmd, len(keys))
 		_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, k := range keys {
-				cmds[i] = p.Get(ctx, r.Key(k))
+			for i := range keys {
+				cmds[i] = p.Get(ctx, full[i])
 			}
 			return nil
 		})
@@ -83,10 +96,6 @@ func (r *Redis) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error)
 			}
 		}
 	} else {
-		full := make([]string, len(keys))
-		for i, k := range keys {
-			full[i] = r.Key(k)
-		}
 		var err error
 		if vals, err = r.rdb.MGet(ctx, full...).Result(); err != nil {
 			return nil, fmt.Errorf("redis: get %d keys: %w", len(keys), err)
@@ -109,11 +118,16 @@ func (r *Redis) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error)
 // Put stores the entries that are answers in one round trip: one MSET on
 // a single server without a TTL, else a SET per key.
 func (r *Redis) Put(ctx context.Context, entries []Entry) error {
-	args := make([]any, 0, 2*len(entries))
+	keep := make([]*Entry, 0, len(entries))
 	for i := range entries {
-		if e := &entries[i]; cacheable(e.Outcome) {
-			args = append(args, r.Key(e.Key), e.value())
+		if cacheable(entries[i].Outcome) {
+			keep = append(keep, &entries[i])
 		}
+	}
+	full := r.keys(len(keep), func(i int) *job.Key { return &keep[i].Key })
+	args := make([]any, 0, 2*len(keep))
+	for i, e := range keep {
+		args = append(args, full[i], e.value())
 	}
 	if len(args) == 0 {
 		return nil

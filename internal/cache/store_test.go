@@ -294,3 +294,66 @@ func TestRedisDownIsAnError(t *testing.T) {
 		t.Error("Ping of a Redis that is down did not fail")
 	}
 }
+
+// asked counts the keys a cache was asked for.
+type asked struct {
+	Cache
+	keys atomic.Int64
+}
+
+func (a *asked) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error) {
+	a.keys.Add(int64(len(keys)))
+	return a.Cache.Get(ctx, keys)
+}
+
+// TestLookupBatch: a batch none of whose sample is cached costs the cache
+// the sample only; one with some cached, or a small one, is looked up
+// whole and every hit found.
+func TestLookupBatch(t *testing.T) {
+	ctx := context.Background()
+	key, o := solved(t, p1, solver.Options{})
+	keyOf := func(i int) job.Key { k := key; k[0], k[1] = byte(i), byte(i>>8); return k }
+	for _, tc := range []struct {
+		name      string
+		n         int
+		cached    func(i int) bool
+		wantAsked int64
+		wantHits  int
+	}{
+		{"none cached", 1000, func(int) bool { return false }, SampleSize, 0},
+		{"all cached", 1000, func(int) bool { return true }, SampleSize + 1000, 1000},
+		{"a fifth cached", 1000, func(i int) bool { return i%5 == 0 }, SampleSize + 1000, 200},
+		{"small batch", 2 * SampleSize, func(i int) bool { return i == 7 }, 2 * SampleSize, 1},
+		{"one cached, off the sample", 1000, func(i int) bool { return i == 1 }, SampleSize, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := NewMemory(0)
+			keys := make([]job.Key, tc.n)
+			var es []Entry
+			for i := range keys {
+				keys[i] = keyOf(i)
+				if tc.cached(i) {
+					es = append(es, Entry{Key: keys[i], Outcome: &o})
+				}
+			}
+			if err := mem.Put(ctx, es); err != nil {
+				t.Fatal(err)
+			}
+			a := &asked{Cache: mem}
+			hits, ok := NewGuard(a, GuardOptions{}).LookupBatch(ctx, keys)
+			n := 0
+			for i, h := range hits {
+				if h != nil {
+					n++
+					if !tc.cached(i) {
+						t.Errorf("key %d: a hit for a key not cached", i)
+					}
+				}
+			}
+			if !ok || n != tc.wantHits || a.keys.Load() != tc.wantAsked {
+				t.Errorf("LookupBatch: %d hits, answered %v, %d keys asked; want %d, true, %d",
+					n, ok, a.keys.Load(), tc.wantHits, tc.wantAsked)
+			}
+		})
+	}
+}

@@ -218,6 +218,11 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 		if rec.ID == "" {
 			rec = last.Record
 		}
+		if st := wo.started; st != nil && (rec.State == job.Publishing || rec.State == "") {
+			// Read before publishing ended: every line is published now.
+			sub, _ := st.Wait()
+			rec.State, rec.Lines = job.Published, sub.Lines
+		}
 		written := writtenOf(int64(sum.Total()), &rec)
 		switch {
 		case ctx.Err() != nil && !wo.resumable:
@@ -362,8 +367,9 @@ func sources(r *job.Record) string {
 		return ""
 	}
 	var parts []string
-	if r.Queued > 0 {
-		parts = append(parts, fmt.Sprintf("%d from the workers", r.Queued))
+	// Of a finished job, Cached counts the workers' cache hits too.
+	if solved := r.Lines - r.Invalid - r.Repeated - r.Cached; solved > 0 {
+		parts = append(parts, fmt.Sprintf("%d from the workers", solved))
 	}
 	if r.Cached > 0 {
 		parts = append(parts, fmt.Sprintf("%d from the cache", r.Cached))

@@ -475,8 +475,12 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 		t.Errorf("%v batches acked and %v handled for %d batches", acked, handled, batches)
 	case math.Abs(solved-n) > batchSize*extra:
 		t.Errorf("%v puzzles solved for %d, more than a batch of %d per extra handling (%v) away", solved, n, batchSize, extra)
-	case deadLetters != 0 || hits != 0:
-		t.Errorf("%v dead letters, %v cache hits; want none", deadLetters, hits)
+	case deadLetters != 0:
+		t.Errorf("%v dead letters; want none", deadLetters)
+	case hits > batchSize*extra:
+		// The puzzles are new: only a batch handled again finds some of
+		// them cached, by its handling before.
+		t.Errorf("%v cache hits, more than a batch of %d per extra handling (%v)", hits, batchSize, extra)
 	}
 	if extra > redelivered {
 		t.Logf("%v batches handled again as first deliveries after the failover", extra-redelivered)

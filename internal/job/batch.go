@@ -19,9 +19,11 @@ const (
 
 // Flags of a batch.
 const (
-	// FlagCacheChecked: the producer looked every Solve item up in the
-	// cache and found none, so the worker goes straight to solving.
-	FlagCacheChecked uint64 = 1 << iota
+	// FlagNoLookup: the worker does not look the Solve items up in the
+	// cache, and goes straight to solving: the producer looked them up
+	// and found none, or the job is forced (solved again, whatever the
+	// cache holds).
+	FlagNoLookup uint64 = 1 << iota
 	// FlagFirstSolution: stop at the first solution instead of proving
 	// uniqueness.
 	FlagFirstSolution
@@ -149,12 +151,18 @@ func (e *DecodeError) Error() string {
 func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // DecodeWork decodes a work batch. Every error is a *DecodeError.
-func DecodeWork(data []byte) (Batch, error) { return decodeBatch(data, WorkVersion) }
+func DecodeWork(data []byte) (Batch, error) { return decodeBatch(data, WorkVersion, nil) }
+
+// DecodeWorkInto is DecodeWork with the items in items' memory when it
+// has room for them (a worker reuses it batch after batch).
+func DecodeWorkInto(data []byte, items []Item) (Batch, error) {
+	return decodeBatch(data, WorkVersion, items)
+}
 
 // DecodeResults decodes a results batch. Every error is a *DecodeError.
-func DecodeResults(data []byte) (Batch, error) { return decodeBatch(data, ResultsVersion) }
+func DecodeResults(data []byte) (Batch, error) { return decodeBatch(data, ResultsVersion, nil) }
 
-func decodeBatch(data []byte, version byte) (Batch, error) {
+func decodeBatch(data []byte, version byte, items []Item) (Batch, error) {
 	var b Batch
 	d := decoder{data: data}
 	v := d.byte("format version")
@@ -184,7 +192,12 @@ func decodeBatch(data []byte, version byte) (Batch, error) {
 	if d.err != nil {
 		return Batch{}, d.err
 	}
-	b.Items = make([]Item, n)
+	if uint64(cap(items)) >= n {
+		b.Items = items[:n]
+		clear(b.Items)
+	} else {
+		b.Items = make([]Item, n)
+	}
 	line := uint64(0)
 	for i := range b.Items {
 		it := &b.Items[i]

@@ -179,7 +179,7 @@ func batches(t testing.TB) map[string]Batch {
 	bad[0], bad[1] = 12, 5 // a cell over 9: packed all the same, for Validate to find
 	return map[string]Batch{
 		"one puzzle":         {Job: jobID, Index: 3, First: 768, Items: []Item{{Line: 1001, Kind: Solve, Grid: p}}},
-		"flags":              {Job: "j", Flags: FlagCacheChecked | FlagFirstSolution, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
+		"flags":              {Job: "j", Flags: FlagNoLookup | FlagFirstSolution, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
 		"unknown flags kept": {Job: "j", Flags: 1 << 40, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
 		"longest job id":     {Job: strings.Repeat("v", MaxJobID), Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
 		"largest numbers": {Job: "j", Index: 1<<64 - 1, First: 1<<63 - 1 - RepeatWindow,
@@ -308,7 +308,7 @@ func TestDigestCoversEverything(t *testing.T) {
 	// batch travels), and a result's status.
 	b := base
 	b.Items = append([]Item(nil), base.Items...)
-	b.Flags ^= FlagCacheChecked | FlagJSONResults
+	b.Flags ^= FlagNoLookup | FlagJSONResults
 	b.Items[1].Outcome.Status, b.Items[1].Outcome.Guesses = result.StatusMultiple, 99
 	if b.ComputeDigest() != d {
 		t.Error("the digest depends on the flags besides the mode, or on results")

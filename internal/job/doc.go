@@ -23,7 +23,7 @@
 // # Batch encoding (work: version 2; results: version 1)
 //
 //	byte     version
-//	uvarint  flags (FlagCacheChecked, FlagFirstSolution)
+//	uvarint  flags (FlagNoLookup, FlagFirstSolution, FlagJSONResults)
 //	uvarint  length of the job id, then the job id (1-MaxJobID bytes)
 //	uvarint  batch index
 //	uvarint  index of the first item

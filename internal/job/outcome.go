@@ -20,12 +20,17 @@ const maskLen = 11
 // AppendPacked appends g packed to dst: two cells a byte, the first cell
 // in the high nibble, 0 for a blank; the last byte's low nibble is 0.
 func AppendPacked(dst []byte, g *solver.Grid) []byte {
-	var p [PackedLen]byte
+	p := Pack(g)
+	return append(dst, p[:]...)
+}
+
+// Pack returns g packed, as AppendPacked appends it.
+func Pack(g *solver.Grid) (p [PackedLen]byte) {
 	for i := range 40 {
 		p[i] = g[2*i]<<4 | g[2*i+1]
 	}
 	p[40] = g[80] << 4
-	return append(dst, p[:]...)
+	return p
 }
 
 // Unpack reverses AppendPacked. It checks the length and that the spare
@@ -78,9 +83,23 @@ const (
 	cachedBit    = 0x80
 )
 
-var statusCode = map[result.Status]byte{
-	result.StatusUnique: codeUnique, result.StatusSolved: codeSolved, result.StatusMultiple: codeMultiple,
-	result.StatusNone: codeNone, result.StatusGaveUp: codeGaveUp, result.StatusInvalid: codeInvalid,
+// codeOf returns the status code of st, or false for an unknown status.
+func codeOf(st result.Status) (byte, bool) {
+	switch st {
+	case result.StatusUnique:
+		return codeUnique, true
+	case result.StatusSolved:
+		return codeSolved, true
+	case result.StatusMultiple:
+		return codeMultiple, true
+	case result.StatusNone:
+		return codeNone, true
+	case result.StatusGaveUp:
+		return codeGaveUp, true
+	case result.StatusInvalid:
+		return codeInvalid, true
+	}
+	return 0, false
 }
 
 var codeStatus = [...]result.Status{codeUnique: result.StatusUnique, codeSolved: result.StatusSolved,
@@ -95,7 +114,7 @@ func HasSolution(st result.Status) bool {
 // AppendOutcome appends the compact form of o to dst. An unknown status
 // is encoded as gave_up with an error that names it.
 func AppendOutcome(dst []byte, o *Outcome) []byte {
-	code, ok := statusCode[o.Status]
+	code, ok := codeOf(o.Status)
 	errText := o.Error
 	if !ok {
 		code, errText = codeGaveUp, fmt.Sprintf("job: unknown status %q", o.Status)
@@ -108,12 +127,7 @@ func AppendOutcome(dst []byte, o *Outcome) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(o.Guesses, 0)))
 	switch code {
 	case codeUnique, codeSolved, codeMultiple:
-		var mask [maskLen]byte
-		for i, v := range o.Puzzle {
-			if v != 0 {
-				mask[i>>3] |= 1 << (i & 7)
-			}
-		}
+		mask := givensMask(&o.Puzzle)
 		dst = append(dst, mask[:]...)
 		dst = AppendPacked(dst, &o.Solution)
 	case codeNone:
@@ -301,6 +315,23 @@ func (o *Outcome) solutionOK() bool {
 		bad |= uint64(cols[u]^0x3fe) | uint64(boxes[u]^0x3fe)
 	}
 	return bad == 0
+}
+
+// givensMask returns the mask of g's filled cells: bit i%8 of byte i/8
+// for cell i. Cells are below 16, so adding 0x7f to a cell sets its top
+// bit exactly when it is not 0, without a carry into the next byte;
+// multiplying the eight top bits of a word by the magic below gathers
+// them into its top byte (cell i of the word at bit i).
+func givensMask(g *solver.Grid) (mask [maskLen]byte) {
+	const ones7f, top, gather = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080, 0x0102040810204080
+	for w := range 10 {
+		x := (binary.LittleEndian.Uint64(g[8*w:]) + ones7f) & top
+		mask[w] = byte((x >> 7) * gather >> 56)
+	}
+	if g[80] != 0 {
+		mask[10] = 1
+	}
+	return mask
 }
 
 func appendString(dst []byte, s string) []byte {

@@ -60,9 +60,11 @@ type Record struct {
 	// Lines is the number of items: puzzle lines of the input, one
 	// result each.
 	Lines int64 `json:"lines"`
-	// Of the lines, Invalid are not puzzles, Cached were answered from
-	// the cache, Repeated repeat an earlier line's puzzle (see
-	// RepeatWindow), and Queued went to the workers.
+	// Of the lines, Invalid are not puzzles, Repeated repeat an earlier
+	// line's puzzle (see RepeatWindow), Queued went to the workers, and
+	// Cached were answered from the cache: while the job is published,
+	// those the producer found (it answers them itself); once Finished,
+	// every one, those the workers found (among the Queued) too.
 	Invalid  int64 `json:"invalid"`
 	Cached   int64 `json:"cached"`
 	Repeated int64 `json:"repeated"`

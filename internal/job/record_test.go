@@ -155,3 +155,40 @@ func TestPacked(t *testing.T) {
 		t.Errorf("a cell of 15 did not round trip: %v, %v", back, err)
 	}
 }
+
+// TestGivensMask checks the word-wise mask against the cells one by one:
+// every cell alone, with every value, and grids of every density.
+func TestGivensMask(t *testing.T) {
+	naive := func(g *solver.Grid) (m [maskLen]byte) {
+		for i, v := range g {
+			if v != 0 {
+				m[i/8] |= 1 << (i % 8)
+			}
+		}
+		return m
+	}
+	var grids []solver.Grid
+	for i := range 81 {
+		for v := byte(1); v < 16; v++ {
+			var g solver.Grid
+			g[i] = v
+			grids = append(grids, g)
+		}
+	}
+	rng := uint64(7)
+	for n := range 200 {
+		var g solver.Grid
+		for i := range g {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			if int(rng>>57)%100 < n/2 {
+				g[i] = byte(rng>>40)%15 + 1
+			}
+		}
+		grids = append(grids, g)
+	}
+	for _, g := range grids {
+		if got, want := givensMask(&g), naive(&g); got != want {
+			t.Fatalf("givensMask(%v) = %x, want %x", g, got, want)
+		}
+	}
+}

@@ -107,11 +107,16 @@ func TestMetricsAfterJobs(t *testing.T) {
 		}
 		keys[i] = job.KeyOf(&g)
 	}
-	// submit runs a job in batches of 10 and reads its results.
-	submit := func(force bool) {
+	// fresh are 10 other puzzles: the first 10 relabelled.
+	var fresh strings.Builder
+	for _, p := range puzzles[:10] {
+		fresh.WriteString(strings.NewReplacer("1", "2", "2", "1").Replace(p) + "\n")
+	}
+	// submit runs a job of text in batches of 10 and reads its results.
+	submit := func(text string, force bool) {
 		t.Helper()
 		p := producer.New(q.Queue, guard, producer.Options{BatchSize: 10, Force: force, Logger: log})
-		sub, err := p.Submit(ctx, input.NewReader(strings.NewReader(string(data))))
+		sub, err := p.Submit(ctx, input.NewReader(strings.NewReader(text)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,8 +125,8 @@ func TestMetricsAfterJobs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("job %s: %v", sub.ID, err)
 		}
-		if rec.Counts[result.StatusUnique] != int64(n) {
-			t.Fatalf("job %s: counts %v, want %d unique", sub.ID, rec.Counts, n)
+		if want := int64(strings.Count(text, "\n")); rec.Counts[result.StatusUnique] != want {
+			t.Fatalf("job %s: counts %v, want %d unique", sub.ID, rec.Counts, want)
 		}
 	}
 	// waitFor scrapes until key reaches want: the worker reports a batch
@@ -163,7 +168,9 @@ func TestMetricsAfterJobs(t *testing.T) {
 		}
 	}
 
-	submit(false) // the producer looks the cache up: every puzzle is a miss
+	// The producer looks the first batch up and, finding none, leaves the
+	// rest to the worker: every puzzle is a miss.
+	submit(string(data), false)
 	wantSamples(t, waitFor(`sudoku_batches_total{outcome="acked"}`, 10), map[string]float64{
 		`sudoku_puzzles_total{status="unique"}`:             float64(n),
 		`sudoku_puzzles_total{status="multiple"}`:           0,
@@ -181,13 +188,24 @@ func TestMetricsAfterJobs(t *testing.T) {
 	})
 
 	waitCached()
-	submit(true) // forced: the worker looks the cache up and finds all
-	wantSamples(t, waitFor(`sudoku_batches_total{outcome="acked"}`, 20), map[string]float64{
-		`sudoku_puzzles_total{status="unique"}`: float64(2 * n),
+	// A first batch of new puzzles, then the cached ones: the producer
+	// stops looking after the first, the worker finds the rest.
+	submit(fresh.String()+string(data), false)
+	wantSamples(t, waitFor(`sudoku_batches_total{outcome="acked"}`, 21), map[string]float64{
+		`sudoku_puzzles_total{status="unique"}`: float64(2*n + 10),
 		`sudoku_cache_hits_total`:               float64(n),
-		`sudoku_cache_misses_total`:             float64(n),
-		`sudoku_solve_seconds_count`:            float64(n),
-		`sudoku_batches_total{outcome="acked"}`: 20,
+		`sudoku_cache_misses_total`:             float64(n + 10),
+		`sudoku_solve_seconds_count`:            float64(n + 10),
+		`sudoku_batches_total{outcome="acked"}`: 21,
+	})
+	// Forced: solved again, the cache not looked up.
+	submit(string(data), true)
+	wantSamples(t, waitFor(`sudoku_batches_total{outcome="acked"}`, 31), map[string]float64{
+		`sudoku_puzzles_total{status="unique"}`: float64(3*n + 10),
+		`sudoku_cache_hits_total`:               float64(n),
+		`sudoku_cache_misses_total`:             float64(2*n + 10),
+		`sudoku_solve_seconds_count`:            float64(2*n + 10),
+		`sudoku_batches_total{outcome="acked"}`: 31,
 	})
 
 	// A message that does not decode, and a batch no producer published
@@ -207,21 +225,21 @@ func TestMetricsAfterJobs(t *testing.T) {
 		`sudoku_errors_total{kind="jetstream"}`:       0,
 		`sudoku_errors_total{kind="shutdown"}`:        0,
 		`sudoku_batches_total{outcome="dead_letter"}`: 2,
-		`sudoku_batches_total{outcome="acked"}`:       20,
-		`sudoku_puzzles_total{status="unique"}`:       float64(2 * n),
+		`sudoku_batches_total{outcome="acked"}`:       31,
+		`sudoku_puzzles_total{status="unique"}`:       float64(3*n + 10),
 	})
 
 	// The cache fails: the worker solves without it, and the metrics say
 	// how its calls failed and that it is down.
 	fc.down.Store(true)
-	submit(true)
-	got := waitFor(`sudoku_batches_total{outcome="acked"}`, 30)
+	submit(string(data), false)
+	got := waitFor(`sudoku_batches_total{outcome="acked"}`, 41)
 	wantSamples(t, got, map[string]float64{
-		`sudoku_batches_total{outcome="acked"}`: 30,
-		`sudoku_puzzles_total{status="unique"}`: float64(3 * n),
+		`sudoku_batches_total{outcome="acked"}`: 41,
+		`sudoku_puzzles_total{status="unique"}`: float64(4*n + 10),
 		`sudoku_cache_hits_total`:               float64(n),
-		`sudoku_cache_misses_total`:             float64(2 * n),
-		`sudoku_solve_seconds_count`:            float64(2 * n),
+		`sudoku_cache_misses_total`:             float64(3*n + 10),
+		`sudoku_solve_seconds_count`:            float64(3*n + 10),
 		`sudoku_cache_up`:                       0,
 	})
 	if got[`sudoku_cache_errors_total{op="get"}`] < 1 || got[`sudoku_cache_errors_total{op="put"}`] < 1 {

@@ -415,12 +415,16 @@ func (o Options) WorkMsg(b *job.Batch) *nats.Msg {
 // item answered): on its own subject, in the binary form or, for a batch
 // with job.FlagJSONResults, the JSON form, with its counts in HdrCounts.
 // Publish it with ExpectResults.
-func (o Options) ResultsMsg(b *job.Batch) *nats.Msg {
+func (o Options) ResultsMsg(b *job.Batch) *nats.Msg { return o.ResultsMsgIn(b, nil) }
+
+// ResultsMsgIn is ResultsMsg with the body in buf's memory when it has
+// room (a worker reuses it batch after batch, once each is published).
+func (o Options) ResultsMsgIn(b *job.Batch, buf []byte) *nats.Msg {
 	m := nats.NewMsg(o.ResultSubject(b.Job, b.Index))
 	if b.Flags&job.FlagJSONResults != 0 {
-		m.Data = b.AppendJSONResults(nil)
+		m.Data = b.AppendJSONResults(buf[:0])
 	} else {
-		m.Data = b.AppendResults(make([]byte, 0, 64+60*len(b.Items)))
+		m.Data = b.AppendResults(slices.Grow(buf[:0], 64+60*len(b.Items)))
 	}
 	m.Header.Set(HdrCounts, job.CountItems(b.Items).String())
 	return m

@@ -604,6 +604,10 @@ func (s *sys) tally(id string) (batches map[uint64]bool, counts job.Counts) {
 
 // want is what a job's record must say.
 type want struct {
+	// queued < 0: any number from the lines the workers answered to all
+	// but the invalid and repeated ones (the producer stops looking the
+	// cache up after a batch it finds nothing of, and the workers find
+	// the rest; a finished record counts every puzzle from the cache).
 	lines, queued, cached int64
 	counts                job.Counts // results by status; nil: lines unique
 }
@@ -620,6 +624,14 @@ func (s *sys) checkJob(id string, w want) producer.Status {
 	}
 	st := s.status(id)
 	r := &st.Record
+	if w.queued < 0 {
+		w.queued = r.Queued
+		answered := r.Lines - r.Invalid - r.Repeated // by the producer from the cache, or by the workers
+		if r.Queued < answered-r.Cached || r.Queued > answered {
+			s.t.Fatalf("job %s: %d queued of %d lines (%d invalid, %d repeated), %d cached", id, r.Queued, r.Lines,
+				r.Invalid, r.Repeated, r.Cached)
+		}
+	}
 	got := fmt.Sprintf("state %s, %d lines: %d queued, %d cached, %d repeated, %d invalid; counts %v; %d of %d batches, %d lines done",
 		r.State, r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid, job.Counts(r.Counts), st.BatchesDone, r.Batches, st.LinesDone)
 	wantRec := fmt.Sprintf("state finished, %d lines: %d queued, %d cached, 0 repeated, %d invalid; counts %v; %d of %d batches, %d lines done",

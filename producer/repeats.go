@@ -1,0 +1,64 @@
+package producer
+
+import (
+	"hash/maphash"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// repeatWindow finds a puzzle given again within the last
+// job.RepeatWindow items: a direct-mapped table of the puzzles' hashes
+// (hash/maphash, seeded per window), each slot holding the hash and the
+// index of the last item that hashed there, and a ring of the packed
+// puzzles by item index, on which a match is confirmed. A slot is taken
+// over by the next puzzle that hashes to it, so a repeat may go unnoticed
+// (it is then solved again, or answered from the cache); a repeat found
+// is always one. Memory stays bounded: the table and at most
+// job.RepeatWindow packed puzzles.
+type repeatWindow struct {
+	seed  maphash.Seed
+	slots []repeatSlot          // repeatSlots of them, once the first puzzle is added
+	ring  [][job.PackedLen]byte // the puzzle of item i at i % job.RepeatWindow, grown as needed
+}
+
+type repeatSlot struct {
+	hash uint64
+	item uint64 // item index + 1; 0 for an empty slot
+}
+
+// repeatSlots is the table's size: as many slots as the window has items.
+const repeatSlots = job.RepeatWindow
+
+// find returns how far back the puzzle g was added, if within the window
+// of item (the index of the item g is).
+func (w *repeatWindow) find(g *solver.Grid, item uint64) (back uint64, ok bool) {
+	if w.slots == nil {
+		return 0, false
+	}
+	h := maphash.Bytes(w.seed, g[:])
+	s := w.slots[h&(repeatSlots-1)]
+	if s.item == 0 || s.hash != h {
+		return 0, false
+	}
+	back = item - (s.item - 1)
+	if back > job.RepeatWindow || w.ring[(s.item-1)%job.RepeatWindow] != job.Pack(g) {
+		return 0, false
+	}
+	return back, true
+}
+
+// add adds the puzzle g of item (items come in increasing order).
+func (w *repeatWindow) add(g *solver.Grid, item uint64) {
+	if w.slots == nil {
+		w.seed = maphash.MakeSeed()
+		w.slots = make([]repeatSlot, repeatSlots)
+	}
+	h := maphash.Bytes(w.seed, g[:])
+	w.slots[h&(repeatSlots-1)] = repeatSlot{hash: h, item: item + 1}
+	r := int(item % job.RepeatWindow)
+	if r >= len(w.ring) {
+		w.ring = append(w.ring, make([][job.PackedLen]byte, r+1-len(w.ring))...)
+	}
+	w.ring[r] = job.Pack(g)
+}
