@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
@@ -92,10 +93,17 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest,
 	sc.body = m.Data
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	for replaced := false; ; {
+		// A short wait for each attempt: an ack lost with the
+		// connection (a server restarted) is not awaited for the whole
+		// apiTimeout; published again, the results are either stored
+		// now or found stored below.
+		pctx, cancel := context.WithTimeout(ctx, publishAttempt)
 		_, err := w.q.JS.PublishMsg(pctx, m, queue.ExpectResults())
 		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			continue
+		}
 		if err == nil || !queue.IsWrongLastSequence(err) {
 			if err != nil {
 				return fmt.Errorf("worker: publish the results of batch %d of job %s: %w", b.Index, b.Job, err)
@@ -109,9 +117,10 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest,
 		if got, derr := job.DecodeAnyResults(rm.Data); derr == nil && got.Digest == d {
 			return nil
 		}
-		if attempt > 0 {
+		if replaced {
 			return fmt.Errorf("worker: results of batch %d of job %s keep being replaced", b.Index, b.Job)
 		}
+		replaced = true
 		w.log.Warn("worker: the results subject of a batch held a message that does not answer it; replacing it",
 			"job", b.Job, "batch", b.Index, "seq", rm.Sequence)
 		if err := w.q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -124,6 +133,9 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest,
 // gone, or a cluster without a leader, must fail the batch (it is
 // redelivered) rather than hold it for ever.
 const apiTimeout = 10 * time.Second
+
+// publishAttempt bounds one attempt at publishing a batch's results.
+const publishAttempt = 2 * time.Second
 
 // manifestCache keeps the manifests a worker has read: a manifest never
 // changes once its batches are published. It holds at most

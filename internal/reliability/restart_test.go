@@ -126,7 +126,8 @@ func TestRedisRestart(t *testing.T) {
 // too.
 func TestRedisKilledMidJob(t *testing.T) {
 	s := newSys(t, options{privateRedis: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
-	j := s.startMidJob(8000, 5)
+	// Long enough to outlast starting a worker and its first batch.
+	j := s.startMidJob(32000, 5)
 	s.redis.Stop()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	late := s.startWorker("worker-late", "SUDOKU_METRICS_ADDR="+addr)
@@ -183,7 +184,9 @@ func TestRedisFlushedMidJob(t *testing.T) {
 // per retry.
 func TestConnectionCut(t *testing.T) {
 	s := newSys(t, options{privateNATS: true, privateRedis: true, env: []string{"SUDOKU_WORKER_CONCURRENCY=1"}})
-	j := s.startMidJob(12000, 8)
+	// Long enough that both workers write to Redis after it is back: a
+	// worker tries it again after a backoff of up to 5 s.
+	j := s.startMidJob(40000, 8)
 	jw := s.start("job-wait", nil, "job", "wait", j.id)
 	s.waitFor("both waiters reading", time.Minute, func() bool { return s.readers() == 2 })
 	outage(t, "NATS", s.nats.Stop, s.nats.Start, 3*time.Second)
