@@ -113,7 +113,8 @@ type follower struct {
 	recent    recentBatches            // the results messages of the last RepeatWindow items
 	manifest  job.Manifest             // the manifest chunk last read
 	counts    job.Counts
-	cached    int64 // results from the cache passed on
+	free      [][]job.Item // the items of batches passed on (spare)
+	cached    int64        // results from the cache passed on
 	lines     int64
 	waiting   string
 	downSince time.Time
@@ -237,6 +238,11 @@ func (f *follower) run(ctx context.Context) error {
 		// NextMaxWait: after two attempts it returns, and run opens a new
 		// one and reads by subject meanwhile.
 		cfg.MaxResetAttempts = 2
+		// The client does not delete its consumer when it stops (pump.Stop
+		// does); one left by a reader that died goes after a minute, not
+		// the client's default 5: every consumer of the results stream
+		// costs the server something for each results message.
+		cfg.InactiveThreshold = readerInactive
 		c, err := f.q.Results.OrderedConsumer(actx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
@@ -247,7 +253,7 @@ func (f *follower) run(ctx context.Context) error {
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
 		}
-		return newPump(it), nil
+		return newPump(f.q, c, it), nil
 	}
 	// reopen opens the reader, waiting while JetStream does not answer
 	// (a cluster electing a leader, NATS reconnecting).
@@ -439,7 +445,7 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 		f.opts.Logger.Warn("producer: results refused", "job", f.id, "batch", index, "why", why)
 		return nil, nil
 	}
-	b, err := job.DecodeAnyResults(data)
+	b, err := job.DecodeAnyResultsInto(data, f.spare())
 	if err != nil {
 		return refuse(err.Error())
 	}
@@ -556,6 +562,9 @@ func (f *follower) drain() error {
 		}
 		f.next++
 		f.nextItem += uint64(len(b.Items))
+		if len(f.free) < maxFree {
+			f.free = append(f.free, b.Items)
+		}
 		f.progress()
 	}
 }
@@ -600,6 +609,21 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 		}
 	}
 	return f.rec, nil
+}
+
+// maxFree bounds the items of passed-on batches a reader keeps for the
+// next ones.
+const maxFree = 4
+
+// spare returns the items of a batch passed on, for the next to decode
+// into, or nil.
+func (f *follower) spare() []job.Item {
+	if len(f.free) == 0 {
+		return nil
+	}
+	items := f.free[len(f.free)-1]
+	f.free = f.free[:len(f.free)-1]
+	return items
 }
 
 // subjectIndex returns the batch index that ends a results subject.
@@ -665,14 +689,20 @@ func (r *recentBatches) outcome(item uint64) (job.Outcome, bool) {
 	return job.Outcome{}, false
 }
 
+// readerInactive is how long the results stream keeps the consumer of a
+// reader that stopped without deleting it.
+const readerInactive = time.Minute
+
 // pump reads a results iterator on a goroutine of its own, so that a
 // reader never waits in Next while the client recreates a lost ordered
 // consumer (up to 10 s an attempt, deaf to NextMaxWait, when a cluster node
 // that held it is gone): the reader goes on by subject meanwhile.
 type pump struct {
-	it   jetstream.MessagesContext
-	ch   chan pumped
-	done chan struct{}
+	q      *queue.Queue
+	c      jetstream.Consumer // the ordered consumer it reads
+	it     jetstream.MessagesContext
+	ch     chan pumped
+	done   chan struct{}
 }
 
 // pumped is what one Next returned.
@@ -681,8 +711,8 @@ type pumped struct {
 	err error
 }
 
-func newPump(it jetstream.MessagesContext) *pump {
-	p := &pump{it: it, ch: make(chan pumped), done: make(chan struct{})}
+func newPump(q *queue.Queue, c jetstream.Consumer, it jetstream.MessagesContext) *pump {
+	p := &pump{q: q, c: c, it: it, ch: make(chan pumped), done: make(chan struct{})}
 	go func() {
 		for {
 			m, err := it.Next()
@@ -722,8 +752,15 @@ func (p *pump) next(ctx context.Context, wait time.Duration) (jetstream.Msg, err
 	}
 }
 
-// Stop stops the iterator and its goroutine.
+// Stop stops the iterator and its goroutine, and deletes the consumer on
+// the server when NATS is there to ask (best-effort: one left behind goes
+// after readerInactive).
 func (p *pump) Stop() {
 	close(p.done)
 	p.it.Stop()
+	if info := p.c.CachedInfo(); info != nil && p.q.JS.Conn().IsConnected() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = p.q.Results.DeleteConsumer(ctx, info.Name)
+		cancel()
+	}
 }

@@ -195,6 +195,12 @@ func TestSubmitAndFollow(t *testing.T) {
 		if err != nil || st.LinesDone != rec.Lines || st.Failures() != 10 {
 			t.Errorf("status %+v, %v", st, err)
 		}
+		// The readers deleted their consumers: none is left for the
+		// server to keep up to date.
+		info, err := e.q.Results.Info(context.Background())
+		if err != nil || info.State.Consumers != 0 {
+			t.Errorf("the results stream has %d consumers after the readers (%v)", info.State.Consumers, err)
+		}
 	})
 }
 

@@ -118,9 +118,13 @@ func outcomeOf(r *result.Result) (Outcome, error) {
 }
 
 // DecodeAnyResults decodes a results message body in either form.
-func DecodeAnyResults(data []byte) (Batch, error) {
+func DecodeAnyResults(data []byte) (Batch, error) { return DecodeAnyResultsInto(data, nil) }
+
+// DecodeAnyResultsInto is DecodeAnyResults with the items of a binary
+// body in items' memory when it has room for them (a reader reuses it).
+func DecodeAnyResultsInto(data []byte, items []Item) (Batch, error) {
 	if IsJSONResults(data) {
 		return DecodeJSONResults(data)
 	}
-	return DecodeResults(data)
+	return decodeBatch(data, ResultsVersion, items)
 }
