@@ -698,11 +698,11 @@ const readerInactive = time.Minute
 // consumer (up to 10 s an attempt, deaf to NextMaxWait, when a cluster node
 // that held it is gone): the reader goes on by subject meanwhile.
 type pump struct {
-	q      *queue.Queue
-	c      jetstream.Consumer // the ordered consumer it reads
-	it     jetstream.MessagesContext
-	ch     chan pumped
-	done   chan struct{}
+	q    *queue.Queue
+	c    jetstream.Consumer // the ordered consumer it reads
+	it   jetstream.MessagesContext
+	ch   chan pumped
+	done chan struct{}
 }
 
 // pumped is what one Next returned.
