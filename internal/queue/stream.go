@@ -33,6 +33,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
@@ -204,70 +205,86 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		storage = jetstream.MemoryStorage
 	}
 	q := &Queue{JS: js, Opts: o}
-	if _, err := o.stream(ctx, js, jetstream.StreamConfig{
-		Name:        o.Stream,
-		Description: "sudoku-queue: batches of puzzles to solve",
-		Subjects:    []string{o.Prefix + ".jobs.>"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     storage,
-		Replicas:    o.Replicas,
-		MaxAge:      o.MaxAge,
-		MaxMsgSize:  o.MaxMsgBytes,
-		Duplicates:  o.duplicates(o.MaxAge),
-		Discard:     jetstream.DiscardNew, // a full queue refuses work rather than lose it
-	}); err != nil {
+	// Four chains of requests at once, each a round trip or two: a
+	// command's start waits for the slowest, not for their sum.
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if _, err := o.stream(ctx, js, jetstream.StreamConfig{
+			Name:        o.Stream,
+			Description: "sudoku-queue: batches of puzzles to solve",
+			Subjects:    []string{o.Prefix + ".jobs.>"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     storage,
+			Replicas:    o.Replicas,
+			MaxAge:      o.MaxAge,
+			MaxMsgSize:  o.MaxMsgBytes,
+			Duplicates:  o.duplicates(o.MaxAge),
+			Discard:     jetstream.DiscardNew, // a full queue refuses work rather than lose it
+		}); err != nil {
+			return err
+		}
+		cc := jetstream.ConsumerConfig{
+			Durable:       o.Consumer + "-bulk",
+			Description:   "sudoku-queue workers, shared by every worker process",
+			FilterSubject: o.WorkFilter(),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       o.AckWait,
+			MaxDeliver:    o.MaxDeliver,
+			MaxAckPending: o.MaxAckPending,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		}
+		var err error
+		if q.Work, err = o.consumer(ctx, js, o.Stream, cc); err != nil {
+			return fmt.Errorf("queue: create consumer %s on %s: %w", cc.Durable, o.Stream, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		var err error
+		q.Results, err = o.stream(ctx, js, jetstream.StreamConfig{
+			Name:        o.ResultsStream(),
+			Description: "sudoku-queue: the results of each job, one message per batch",
+			Subjects:    []string{o.Prefix + ".results.>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     storage,
+			Replicas:    o.Replicas,
+			MaxAge:      o.Retention,
+			// One message per batch: the workers publish with an expected
+			// last sequence of 0 for the subject, so the first result stays.
+			MaxMsgsPerSubject: 1,
+			AllowDirect:       true,
+			Duplicates:        o.duplicates(o.Retention),
+		})
+		return err
+	})
+	g.Go(func() error {
+		_, err := o.stream(ctx, js, jetstream.StreamConfig{
+			Name:        o.DLQStream,
+			Description: "sudoku-queue: messages that could not be processed",
+			Subjects:    []string{o.Prefix + ".dlq.>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     storage,
+			Replicas:    o.Replicas,
+		})
+		return err
+	})
+	g.Go(func() error {
+		kv := jetstream.KeyValueConfig{
+			Bucket:      o.JobsBucket(),
+			Description: "sudoku-queue: job records and manifests",
+			History:     1,
+			TTL:         o.Retention,
+			Storage:     storage,
+			Replicas:    o.Replicas,
+		}
+		var err error
+		if q.Jobs, err = o.bucket(ctx, js, kv); err != nil {
+			return fmt.Errorf("queue: create bucket %s: %w", o.JobsBucket(), err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
-	}
-	var err error
-	if q.Results, err = o.stream(ctx, js, jetstream.StreamConfig{
-		Name:        o.ResultsStream(),
-		Description: "sudoku-queue: the results of each job, one message per batch",
-		Subjects:    []string{o.Prefix + ".results.>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		Replicas:    o.Replicas,
-		MaxAge:      o.Retention,
-		// One message per batch: the workers publish with an expected
-		// last sequence of 0 for the subject, so the first result stays.
-		MaxMsgsPerSubject: 1,
-		AllowDirect:       true,
-		Duplicates:        o.duplicates(o.Retention),
-	}); err != nil {
-		return nil, err
-	}
-	if _, err := o.stream(ctx, js, jetstream.StreamConfig{
-		Name:        o.DLQStream,
-		Description: "sudoku-queue: messages that could not be processed",
-		Subjects:    []string{o.Prefix + ".dlq.>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		Replicas:    o.Replicas,
-	}); err != nil {
-		return nil, err
-	}
-	kv := jetstream.KeyValueConfig{
-		Bucket:      o.JobsBucket(),
-		Description: "sudoku-queue: job records and manifests",
-		History:     1,
-		TTL:         o.Retention,
-		Storage:     storage,
-		Replicas:    o.Replicas,
-	}
-	if q.Jobs, err = o.bucket(ctx, js, kv); err != nil {
-		return nil, fmt.Errorf("queue: create bucket %s: %w", o.JobsBucket(), err)
-	}
-	cc := jetstream.ConsumerConfig{
-		Durable:       o.Consumer + "-bulk",
-		Description:   "sudoku-queue workers, shared by every worker process",
-		FilterSubject: o.WorkFilter(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxDeliver:    o.MaxDeliver,
-		MaxAckPending: o.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-	if q.Work, err = o.consumer(ctx, js, o.Stream, cc); err != nil {
-		return nil, fmt.Errorf("queue: create consumer %s on %s: %w", cc.Durable, o.Stream, err)
 	}
 	return q, nil
 }
