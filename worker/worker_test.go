@@ -145,6 +145,13 @@ func (o *observer) get(outcome string) (n, puzzles, solved int) {
 	return o.outcomes[outcome], o.puzzles, o.solved
 }
 
+// String says what o saw: the outcomes and errors.
+func (o *observer) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprintf("outcomes %v, errors %v", o.outcomes, o.errs)
+}
+
 // await returns o.get(outcome) once ok accepts it, or as it is after 5s:
 // a worker tells its observer of a batch after storing its results and
 // acking, so a reader of the results may be done first.
@@ -171,7 +178,7 @@ func TestTwoWorkersShareAJob(t *testing.T) {
 		b1, p1, _ := o1.get(OutcomeAcked)
 		b2, p2, _ := o2.await(OutcomeAcked, func(b2, p2, _ int) bool { return p1+p2 >= 600 })
 		if b1+b2 < 30 || p1+p2 < 600 || b1 == 0 || b2 == 0 {
-			t.Errorf("worker 1 acked %d batches (%d puzzles), worker 2 %d (%d): want both to share 30 (%v %v %v %v)", b1, p1, b2, p2, o1.outcomes, o2.outcomes, o1.errs, o2.errs)
+			t.Errorf("worker 1 acked %d batches (%d puzzles), worker 2 %d (%d): want both to share 30 (%s; %s)", b1, p1, b2, p2, o1.String(), o2.String())
 		}
 		if rec.Counts[result.StatusUnique] != 600 {
 			t.Errorf("counts %v", rec.Counts)
