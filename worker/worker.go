@@ -61,7 +61,7 @@ type BatchStats struct {
 	Puzzles     int
 	CacheHits   int
 	Statuses    map[result.Status]int
-	SolveTimes  []time.Duration // one per puzzle solved (not cached)
+	SolveTimes  []time.Duration // one per puzzle solved (not cached); valid during Observer.Batch only
 	Latency     time.Duration   // from delivery to ack (or nak)
 	Err         error           // why it was not acked
 }
