@@ -72,7 +72,7 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 	}
 	of.add(wait)
 	config.AddKeyFlags(wait.Flags(), keyWaitTimeout)
-	cmd.AddCommand(wait)
+	cmd.AddCommand(asClient(wait))
 	var limit int
 	list := &cobra.Command{
 		Use:   "list",

@@ -55,6 +55,7 @@ workers that cache their results in Redis.`,
 	root.PersistentFlags().String("cpuprofile", "", "write a CPU profile to `FILE`")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		clientGC(cmd)
 		if p, _ := cmd.Flags().GetString("cpuprofile"); p != "" {
 			f, err := os.Create(p)
 			if err != nil {
@@ -102,6 +103,7 @@ func flagHint(cmd *cobra.Command, err error) error {
 // standard streams and returns the exit status. ctx should be cancelled
 // on an interrupt (SIGINT, SIGTERM).
 func Execute(ctx context.Context) int {
+	processGC = true
 	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 

@@ -90,7 +90,7 @@ it later.`,
 	cmd.Flags().BoolVarP(&wait, "wait", "w", false, "wait for the results and write them in input order")
 	cmd.Flags().BoolVar(&force, "force", false, "solve every puzzle again, even those in the cache")
 	cmd.Flags().BoolVar(&first, "first", false, "stop at the first solution of each puzzle instead of proving it unique")
-	return cmd
+	return asClient(cmd)
 }
 
 // reportSubmitted prints what submit did, and the first invalid lines, on
