@@ -117,9 +117,6 @@ type Started struct {
 	err  error
 }
 
-// Done is closed once the submission has ended.
-func (st *Started) Done() <-chan struct{} { return st.done }
-
 // Wait waits for the submission to end and returns what Submit returns.
 func (st *Started) Wait() (Submitted, error) {
 	<-st.done

@@ -83,28 +83,20 @@ const (
 	cachedBit    = 0x80
 )
 
-// codeOf returns the status code of st, or false for an unknown status.
-func codeOf(st result.Status) (byte, bool) {
-	switch st {
-	case result.StatusUnique:
-		return codeUnique, true
-	case result.StatusSolved:
-		return codeSolved, true
-	case result.StatusMultiple:
-		return codeMultiple, true
-	case result.StatusNone:
-		return codeNone, true
-	case result.StatusGaveUp:
-		return codeGaveUp, true
-	case result.StatusInvalid:
-		return codeInvalid, true
-	}
-	return 0, false
-}
-
 var codeStatus = [...]result.Status{codeUnique: result.StatusUnique, codeSolved: result.StatusSolved,
 	codeMultiple: result.StatusMultiple, codeNone: result.StatusNone, codeGaveUp: result.StatusGaveUp,
 	codeInvalid: result.StatusInvalid}
+
+// codeOf returns the status code of st (codeStatus read backwards), or
+// false for an unknown status.
+func codeOf(st result.Status) (byte, bool) {
+	for code := codeUnique; code < len(codeStatus); code++ {
+		if codeStatus[code] == st {
+			return byte(code), true
+		}
+	}
+	return 0, false
+}
 
 // HasSolution reports whether results of status st carry a solution.
 func HasSolution(st result.Status) bool {
