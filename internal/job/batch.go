@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
@@ -13,9 +14,27 @@ import (
 
 // Format versions of the two batch messages.
 const (
-	WorkVersion    = 2
-	ResultsVersion = 1
+	// WorkVersion is the version AppendWork writes: a puzzle of up to
+	// MaxSparseGivens givens travels as its givens (sparse), a fuller one
+	// packed.
+	WorkVersion = 3
+	// WorkVersionPacked is the work format before it, every puzzle
+	// packed, which the decoders still read: work published by producers
+	// of the release before is solved, not dead-lettered, while a fleet
+	// is upgraded (workers first).
+	WorkVersionPacked = 2
+	ResultsVersion    = 1
 )
+
+// MaxSparseGivens is the most givens a puzzle of a version 3 work batch
+// carries in the sparse form: the givens mask and a nibble a given (at
+// most 11+29 bytes, shorter than the 41 of a packed grid). Fuller puzzles
+// are packed.
+const MaxSparseGivens = 2 * (PackedLen - maskLen - 1)
+
+// solveSparse is the kind byte of a Solve item in the sparse form (work
+// version 3); the item decodes as a Solve.
+const solveSparse byte = 4
 
 // Flags of a batch.
 const (
@@ -116,13 +135,15 @@ func (b *Batch) append(dst []byte, version byte) []byte {
 		it := &b.Items[i]
 		dst = binary.AppendUvarint(dst, uint64(it.Line-prev))
 		prev = it.Line
-		dst = append(dst, byte(it.Kind))
-		switch it.Kind {
-		case Solve:
+		if it.Kind == Solve {
 			if version == ResultsVersion {
 				panic("job: a Solve item in a results batch")
 			}
-			dst = AppendPacked(dst, &it.Grid)
+			dst = appendPuzzle(dst, &it.Grid, version)
+			continue
+		}
+		dst = append(dst, byte(it.Kind))
+		switch it.Kind {
 		case Repeat:
 			dst = binary.AppendUvarint(dst, it.Back)
 		case Known:
@@ -150,7 +171,8 @@ func (e *DecodeError) Error() string {
 // Is makes errors.Is(err, ErrDecode) true.
 func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
-// DecodeWork decodes a work batch. Every error is a *DecodeError.
+// DecodeWork decodes a work batch, of version WorkVersion or
+// WorkVersionPacked. Every error is a *DecodeError.
 func DecodeWork(data []byte) (Batch, error) { return decodeBatch(data, WorkVersion, nil) }
 
 // DecodeWorkInto is DecodeWork with the items in items' memory when it
@@ -166,6 +188,9 @@ func decodeBatch(data []byte, version byte, items []Item) (Batch, error) {
 	var b Batch
 	d := decoder{data: data}
 	v := d.byte("format version")
+	if version == WorkVersion && v == WorkVersionPacked {
+		version = v
+	}
 	if d.err == nil && v != version {
 		d.off = 0
 		d.fail(fmt.Sprintf("format version %d, want %d", v, version))
@@ -206,10 +231,20 @@ func decodeBatch(data []byte, version byte, items []Item) (Batch, error) {
 			d.fail("line number out of range")
 		}
 		it.Line = int(line)
-		it.Kind = Kind(d.byte("item kind"))
+		k := d.byte("item kind")
+		it.Kind = Kind(k)
 		switch {
 		case d.err != nil:
+		case k == solveSparse && version == WorkVersion:
+			it.Kind = Solve
+			it.Grid = d.sparseGrid("puzzle")
 		case it.Kind == Solve && version == WorkVersion:
+			it.Grid = d.grid("puzzle")
+			if n := it.Grid.Givens(); d.err == nil && n <= MaxSparseGivens {
+				d.off -= PackedLen
+				d.fail(fmt.Sprintf("packed puzzle of %d givens, which the sparse form carries", n))
+			}
+		case it.Kind == Solve && version == WorkVersionPacked:
 			it.Grid = d.grid("puzzle")
 		case it.Kind == Repeat:
 			it.Back = d.uvarint("repeat distance")
@@ -336,6 +371,90 @@ func (d *decoder) str(limit int, what string) string {
 		return ""
 	}
 	return string(d.bytes(int(n), what))
+}
+
+// appendPuzzle appends the kind byte and the puzzle of a Solve item in the
+// form of the work version: in version 3, sparse (solveSparse, the givens
+// mask, then each given's digit in a nibble, high nibble first, a spare
+// low nibble 0) for up to MaxSparseGivens givens, else packed.
+func appendPuzzle(dst []byte, g *solver.Grid, version byte) []byte {
+	mask := givensMask(g)
+	n := 0
+	for _, m := range mask {
+		n += bits.OnesCount8(m)
+	}
+	if version == WorkVersionPacked || n > MaxSparseGivens {
+		dst = append(dst, byte(Solve))
+		return AppendPacked(dst, g)
+	}
+	dst = append(dst, solveSparse)
+	dst = append(dst, mask[:]...)
+	var acc byte
+	k := 0
+	for j, m := range mask {
+		for ; m != 0; m &= m - 1 {
+			v := g[8*j+bits.TrailingZeros8(m)]
+			if k&1 == 0 {
+				acc = v << 4
+			} else {
+				dst = append(dst, acc|v&15)
+			}
+			k++
+		}
+	}
+	if k&1 == 1 {
+		dst = append(dst, acc)
+	}
+	return dst
+}
+
+// sparseGrid reads a puzzle in the sparse form (appendPuzzle), one
+// encoding per puzzle: no mask bit past cell 81, at most MaxSparseGivens
+// givens, no given of digit 0 and a spare nibble 0.
+func (d *decoder) sparseGrid(what string) solver.Grid {
+	var g solver.Grid
+	start := d.off
+	mask := d.bytes(maskLen, what+" givens mask")
+	if d.err != nil {
+		return g
+	}
+	if mask[maskLen-1]>>1 != 0 {
+		d.off = start
+		d.fail(what + ": givens mask with bits past cell 81")
+		return g
+	}
+	n := 0
+	for _, m := range mask {
+		n += bits.OnesCount8(m)
+	}
+	if n > MaxSparseGivens {
+		d.off = start
+		d.fail(fmt.Sprintf("%s: sparse with %d givens, which the packed form carries", what, n))
+		return g
+	}
+	digits := d.bytes((n+1)/2, what+" digits")
+	if d.err != nil {
+		return g
+	}
+	k := 0
+	for j, m := range mask {
+		for ; m != 0; m &= m - 1 {
+			i := 8*j + bits.TrailingZeros8(m)
+			v := digits[k>>1] >> (4 * (1 - k&1)) & 15
+			if v == 0 {
+				d.off = start
+				d.fail(fmt.Sprintf("%s: given cell %d is 0", what, i+1))
+				return g
+			}
+			g[i] = v
+			k++
+		}
+	}
+	if n&1 == 1 && digits[n>>1]&15 != 0 {
+		d.off = start
+		d.fail(what + ": sparse digits with a spare nibble set")
+	}
+	return g
 }
 
 func (d *decoder) grid(what string) solver.Grid {

@@ -207,7 +207,55 @@ func TestWorkRoundTrip(t *testing.T) {
 			if _, err := DecodeResults(b.AppendWork(nil)); !errors.Is(err, ErrDecode) {
 				t.Errorf("a work batch decoded as results: %v", err)
 			}
+			// The format before, every puzzle packed, still decodes.
+			old, err := DecodeWork(b.append(nil, WorkVersionPacked))
+			if err != nil {
+				t.Fatalf("version %d: %v", WorkVersionPacked, err)
+			}
+			diffBatch(t, old, b)
 		})
+	}
+}
+
+// TestSparsePuzzles checks the form of a Solve item by its givens: sparse
+// (mask and a nibble a given) up to MaxSparseGivens, packed beyond, each
+// decoding to the puzzle, and never longer than packed.
+func TestSparsePuzzles(t *testing.T) {
+	solution := grid(t, "534678912672195348198342567859761423426853791713924856961537284287419635345286179")
+	for _, tt := range []struct {
+		givens int
+		len    int // of the item after its line delta: kind and puzzle
+	}{
+		{0, 1 + maskLen},
+		{1, 1 + maskLen + 1},
+		{17, 1 + maskLen + 9},
+		{24, 1 + maskLen + 12},
+		{MaxSparseGivens, 1 + maskLen + 29},
+		{MaxSparseGivens + 1, 1 + PackedLen},
+		{81, 1 + PackedLen},
+	} {
+		var g solver.Grid
+		// Givens spread over the grid: every third cell, then the rest.
+		var order []int
+		for start := range 3 {
+			for i := start; i < 81; i += 3 {
+				order = append(order, i)
+			}
+		}
+		for _, i := range order[:tt.givens] {
+			g[i] = solution[i]
+		}
+		b := Batch{Job: "j", Items: []Item{{Line: 1, Kind: Solve, Grid: g}}}
+		data := b.AppendWork(nil)
+		head := len((&Batch{Job: "j", Items: []Item{{Line: 1, Kind: Repeat}}}).AppendWork(nil)) - 2 // up to the kind
+		if got := len(data) - head; got != tt.len {
+			t.Errorf("%d givens: an item of %d bytes, want %d", tt.givens, got, tt.len)
+		}
+		got, err := DecodeWork(data)
+		if err != nil {
+			t.Fatalf("%d givens: %v", tt.givens, err)
+		}
+		diffBatch(t, got, b)
 	}
 }
 
@@ -328,11 +376,19 @@ func decodeErrors(t testing.TB) []struct {
 		b := []byte{WorkVersion, 0, 1, 'j', 0, 0}
 		return binary.AppendUvarint(b, uint64(n))
 	}
-	item := func(b []byte) []byte { // line 1, Solve, a packed grid
-		b = append(b, 1, byte(Solve))
-		g := grid(t, puzzle)
-		return AppendPacked(b, &g)
+	g := grid(t, puzzle)            // 17 givens
+	item := func(b []byte) []byte { // line 1, Solve, the sparse grid (21 bytes)
+		return appendPuzzle(append(b, 1), &g, WorkVersion)
 	}
+	mask := givensMask(&g)
+	sparse := func(mask []byte, digits ...byte) []byte { // line 1, a sparse Solve
+		return append(append(append(head(1), 1, solveSparse), mask...), digits...)
+	}
+	var full solver.Grid // every cell given (not a valid puzzle: a decoder leaves that to Validate)
+	for i := range full {
+		full[i] = 1
+	}
+	fullMask := givensMask(&full)
 	return []struct {
 		name   string
 		body   []byte
@@ -340,7 +396,7 @@ func decodeErrors(t testing.TB) []struct {
 		reason string
 	}{
 		{"empty", nil, 0, "missing format version"},
-		{"version 1", append([]byte{1}, good[1:]...), 0, "format version 1, want 2"},
+		{"version 1", append([]byte{1}, good[1:]...), 0, "format version 1, want 3"},
 		{"only a version", []byte{WorkVersion}, 1, "bad or missing flags"},
 		{"padded flags", []byte{WorkVersion, 0x80, 0x00}, 1, "padded flags"},
 		{"padded index", []byte{WorkVersion, 0, 1, 'j', 0x81, 0x00}, 4, "padded batch index"},
@@ -351,18 +407,30 @@ func decodeErrors(t testing.TB) []struct {
 		{"job id cut short", []byte{WorkVersion, 0, 5, 'j'}, 3, "job id of 5 bytes runs past the end"},
 		{"no items", head(0), 7, "0 items, want 1-100000"},
 		{"too many items", head(MaxBatch + 1), 9, "100001 items, want 1-100000"},
-		{"more items than bytes", item(head(30)), 7, "30 items cannot fit in the 43 bytes left"},
+		{"more items than bytes", item(head(30)), 7, "30 items cannot fit in the 22 bytes left"},
 		{"unknown kind", append(head(1), 1, 9, 0, 0), 9, "item 0 of kind 9"},
 		{"grid cut short", append(head(1), 1, byte(Solve), 0x12, 0x34), 9, "puzzle of 41 bytes runs past the end"},
 		{"spare nibble set", append(append(head(1), 1, byte(Solve)), bytes.Repeat([]byte{0x11}, PackedLen)...), 9,
 			"puzzle: job: packed grid with a spare nibble set"},
 		{"repeat of nothing", append(head(1), 1, byte(Repeat), 1), 10, "item 0 repeats the item 1 back"},
-		{"repeat too far", append(append(item(head(2)), 1, byte(Repeat)), binary.AppendUvarint(nil, RepeatWindow+1)...), 55,
+		{"packed though sparse is shorter", AppendPacked(append(head(1), 1, byte(Solve)), &g), 9,
+			"packed puzzle of 17 givens, which the sparse form carries"},
+		{"sparse cut short", sparse(mask[:], 0x12), 20, "puzzle digits of 9 bytes runs past the end"},
+		{"sparse mask cut short", sparse(mask[:4]), 9, "puzzle givens mask of 11 bytes runs past the end"},
+		{"sparse mask past cell 81", sparse(append(mask[:10:10], 3), bytes.Repeat([]byte{0x11}, 9)...), 9,
+			"puzzle: givens mask with bits past cell 81"},
+		{"sparse with a given 0", sparse(mask[:], append([]byte{0x10}, bytes.Repeat([]byte{0x11}, 8)...)...), 9,
+			"puzzle: given cell 24 is 0"},
+		{"sparse spare nibble set", sparse(mask[:], bytes.Repeat([]byte{0x11}, 9)...), 9,
+			"puzzle: sparse digits with a spare nibble set"},
+		{"sparse though packed is shorter", sparse(fullMask[:], bytes.Repeat([]byte{0x11}, 41)...), 9,
+			"puzzle: sparse with 81 givens, which the packed form carries"},
+		{"repeat too far", append(append(item(head(2)), 1, byte(Repeat)), binary.AppendUvarint(nil, RepeatWindow+1)...), 34,
 			"item 1 repeats the item 65537 back"},
 		{"unknown status", append(head(1), 1, byte(Known), 9, 0), 10, "unknown status code 9"},
 		{"solution with a blank", append(append(append(head(1), 1, byte(Known), codeUnique, 0), make([]byte, maskLen)...),
 			append(bytes.Repeat([]byte{0x12}, 20), make([]byte, PackedLen-20)...)...), 22, "solution with a blank cell 41"},
-		{"trailing bytes", append(item(head(1)), 0), 50, "1 bytes after the last item"},
+		{"trailing bytes", append(item(head(1)), 0), 29, "1 bytes after the last item"},
 	}
 }
 
@@ -401,6 +469,7 @@ func TestDecodeAllocatesWithinTheBody(t *testing.T) {
 func FuzzDecodeWork(f *testing.F) {
 	for _, b := range batches(f) {
 		f.Add(b.AppendWork(nil))
+		f.Add(b.append(nil, WorkVersionPacked))
 	}
 	for _, tc := range decodeErrors(f) {
 		f.Add(tc.body)
@@ -414,9 +483,10 @@ func FuzzDecodeWork(f *testing.F) {
 			}
 			return
 		}
-		// What decodes encodes to the same bytes: one encoding per batch
-		// (no padded numbers, no spare bits).
-		if again := b.AppendWork(nil); !bytes.Equal(again, data) {
+		// What decodes encodes to the same bytes, in its version: one
+		// encoding per batch (no padded numbers, no spare bits, sparse
+		// exactly when shorter).
+		if again := b.append(nil, data[0]); !bytes.Equal(again, data) {
 			t.Fatalf("decoded %+v, which encodes to %x, not %x", b, again, data)
 		}
 		if !ValidID(b.Job) || len(b.Items) == 0 {

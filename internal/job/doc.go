@@ -11,7 +11,8 @@
 // from 0 in input order. A batch is a run of consecutive items; batch i of
 // a job holds the items after those of batches 0..i-1. Each item is one of:
 //
-//   - Solve: a puzzle for a worker, as a packed grid (AppendPacked);
+//   - Solve: a puzzle for a worker, as its givens (the sparse form) or as
+//     a packed grid (AppendPacked), whichever is shorter;
 //   - Result: a result already known (found in the cache, or an input
 //     that is not a puzzle), in the compact form (AppendOutcome);
 //   - Repeat: the same puzzle as the item Back items earlier (1 <= Back <=
@@ -20,7 +21,7 @@
 // A worker turns every Solve item into a Result item and copies the others
 // as they are, so a results batch holds only Result and Repeat items.
 //
-// # Batch encoding (work: version 2; results: version 1)
+// # Batch encoding (work: version 3; results: version 1)
 //
 //	byte     version
 //	uvarint  flags (FlagNoLookup, FlagFirstSolution, FlagJSONResults)
@@ -31,8 +32,14 @@
 //	16 bytes the digest of the work batch (results batches only)
 //	n times: uvarint line delta (the item's input line minus the previous
 //	         item's, the first one's minus 0), byte kind, then by kind:
-//	         Solve: 41 bytes packed grid; Repeat: uvarint Back; Result:
-//	         the compact outcome
+//	         Solve: kind 4 (sparse) and, for a puzzle of up to
+//	         MaxSparseGivens givens, 11 bytes givens mask (bit i: cell i
+//	         given) and each given's digit in a nibble (high nibble first,
+//	         a spare low nibble 0), or kind 1 and the 41-byte packed grid
+//	         of a fuller one; Repeat: uvarint Back; Result: the compact
+//	         outcome
+//
+// Work of version 2 (every puzzle packed, kind 1) still decodes.
 //
 // # Compact outcome
 //

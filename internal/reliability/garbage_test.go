@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -61,14 +62,14 @@ func garbageBodies(t *testing.T, o queue.Options, seed uint64) []garbage {
 	withKind := func(kind byte, rest ...byte) []byte {
 		return append(append(header(id, 1), 1, kind), rest...)
 	}
-	spare := make([]byte, job.PackedLen)
-	spare[job.PackedLen-1] = 0x0f // the spare nibble set
+	spare := bytes.Repeat([]byte{0x11}, job.PackedLen) // 81 givens, packed
+	spare[job.PackedLen-1] = 0x1f                      // the spare nibble set
 	undecodable := [][2]any{
 		{"empty", []byte(nil)},
 		{"text", []byte("hello, workers")},
 		{"JSON", []byte(`{"job":"` + id + `","puzzles":["` + valid + `"]}`)},
 		{"a results batch", append([]byte{job.ResultsVersion}, enc[1:]...)},
-		{"version 3", append([]byte{3}, enc[1:]...)},
+		{"version 4", append([]byte{job.WorkVersion + 1}, enc[1:]...)},
 		{"cut short", enc[:len(enc)-1]},
 		{"trailing bytes", append(enc[:len(enc):len(enc)], 0, 0)},
 		{"padded flags", append([]byte{job.WorkVersion, 0x80, 0}, enc[2:]...)},
