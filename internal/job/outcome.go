@@ -24,10 +24,17 @@ func AppendPacked(dst []byte, g *solver.Grid) []byte {
 	return append(dst, p[:]...)
 }
 
-// Pack returns g packed, as AppendPacked appends it.
+// Pack returns g packed, as AppendPacked appends it: eight cells (a
+// little-endian word, cells below 16) at a time, each pair of bytes made
+// one in its 16-bit lane, then the four lanes' low bytes gathered.
 func Pack(g *solver.Grid) (p [PackedLen]byte) {
-	for i := range 40 {
-		p[i] = g[2*i]<<4 | g[2*i+1]
+	const lo4, hi4 = 0x000f000f000f000f, 0x00f000f000f000f0
+	for w := range 10 {
+		x := binary.LittleEndian.Uint64(g[8*w:])
+		t := x<<4&hi4 | x>>8&lo4
+		t = (t | t>>8) & 0x0000ffff0000ffff
+		t = (t | t>>16) & 0xffffffff
+		binary.LittleEndian.PutUint32(p[4*w:], uint32(t))
 	}
 	p[40] = g[80] << 4
 	return p
@@ -35,6 +42,8 @@ func Pack(g *solver.Grid) (p [PackedLen]byte) {
 
 // Unpack reverses AppendPacked. It checks the length and that the spare
 // nibble is 0; a cell above 9 is left for solver's Validate to report.
+// Like Pack, it works on words: four bytes spread to a byte a 16-bit
+// lane, then each byte's nibbles made the lane's two cells.
 func Unpack(p []byte) (solver.Grid, error) {
 	var g solver.Grid
 	if len(p) != PackedLen {
@@ -43,9 +52,13 @@ func Unpack(p []byte) (solver.Grid, error) {
 	if p[40]&15 != 0 {
 		return g, errors.New("job: packed grid with a spare nibble set")
 	}
+	const lo4 = 0x000f000f000f000f
 	q := (*[PackedLen]byte)(p)
-	for i := range 40 {
-		g[2*i], g[2*i+1] = q[i]>>4, q[i]&15
+	for w := range 10 {
+		y := uint64(binary.LittleEndian.Uint32(q[4*w:]))
+		y = (y | y<<16) & 0x0000ffff0000ffff
+		y = (y | y<<8) & 0x00ff00ff00ff00ff
+		binary.LittleEndian.PutUint64(g[8*w:], y>>4&lo4|(y&lo4)<<8)
 	}
 	g[80] = q[40] >> 4
 	return g, nil

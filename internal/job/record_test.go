@@ -156,17 +156,9 @@ func TestPacked(t *testing.T) {
 	}
 }
 
-// TestGivensMask checks the word-wise mask against the cells one by one:
-// every cell alone, with every value, and grids of every density.
-func TestGivensMask(t *testing.T) {
-	naive := func(g *solver.Grid) (m [maskLen]byte) {
-		for i, v := range g {
-			if v != 0 {
-				m[i/8] |= 1 << (i % 8)
-			}
-		}
-		return m
-	}
+// sampleGrids are grids for the word-wise codecs: every cell alone with
+// every value below 16, and random grids of every density.
+func sampleGrids() []solver.Grid {
 	var grids []solver.Grid
 	for i := range 81 {
 		for v := byte(1); v < 16; v++ {
@@ -186,9 +178,56 @@ func TestGivensMask(t *testing.T) {
 		}
 		grids = append(grids, g)
 	}
-	for _, g := range grids {
+	return grids
+}
+
+// TestGivensMask checks the word-wise mask against the cells one by one.
+func TestGivensMask(t *testing.T) {
+	naive := func(g *solver.Grid) (m [maskLen]byte) {
+		for i, v := range g {
+			if v != 0 {
+				m[i/8] |= 1 << (i % 8)
+			}
+		}
+		return m
+	}
+	for _, g := range sampleGrids() {
 		if got, want := givensMask(&g), naive(&g); got != want {
 			t.Fatalf("givensMask(%v) = %x, want %x", g, got, want)
+		}
+	}
+}
+
+// TestPackWordwise checks the word-wise Pack and Unpack against the cells
+// one by one, and that every packed grid unpacks to itself.
+func TestPackWordwise(t *testing.T) {
+	naive := func(g *solver.Grid) (p [PackedLen]byte) {
+		for i, v := range g {
+			p[i/2] |= v << (4 * (1 - i%2))
+		}
+		return p
+	}
+	for _, g := range sampleGrids() {
+		p := Pack(&g)
+		if want := naive(&g); p != want {
+			t.Fatalf("Pack(%v) = %x, want %x", g, p, want)
+		}
+		back, err := Unpack(p[:])
+		if err != nil || back != g {
+			t.Fatalf("Unpack(%x) = %v, %v; want %v", p, back, err, g)
+		}
+	}
+	// Every byte value in every place unpacks to its two nibbles.
+	for i := range PackedLen - 1 {
+		for v := range 256 {
+			var p [PackedLen]byte
+			p[i] = byte(v)
+			g, err := Unpack(p[:])
+			var want solver.Grid
+			want[2*i], want[2*i+1] = byte(v)>>4, byte(v)&15
+			if err != nil || g != want {
+				t.Fatalf("Unpack of %#x at byte %d = %v, %v", v, i, g, err)
+			}
 		}
 	}
 }
