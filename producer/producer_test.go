@@ -487,6 +487,17 @@ func TestRepeatWindow(t *testing.T) {
 	if _, ok := w.find(testGrid(1), job.RepeatWindow+1); ok {
 		t.Error("found a puzzle past the window")
 	}
+	// Items that skip pages of the ring (a run of repeats or invalid
+	// lines between two puzzles).
+	var skip repeatWindow
+	skip.add(testGrid(7), 0)
+	skip.add(testGrid(8), 5*ringPage+3)
+	if back, ok := skip.find(testGrid(8), 5*ringPage+4); !ok || back != 1 {
+		t.Errorf("after a skip of pages: find = %d, %v, want 1, true", back, ok)
+	}
+	if back, ok := skip.find(testGrid(7), 5*ringPage+4); !ok || back != 5*ringPage+4 {
+		t.Errorf("after a skip of pages, the first puzzle: find = %d, %v", back, ok)
+	}
 	// The next item repeating the last is always found, however full.
 	for i := uint64(1); i < 2*job.RepeatWindow; i++ {
 		w.add(testGrid(i+1), i)
@@ -494,8 +505,8 @@ func TestRepeatWindow(t *testing.T) {
 			t.Fatalf("item %d repeating item %d: find = %d, %v", i+1, i, back, ok)
 		}
 	}
-	if len(w.ring) != job.RepeatWindow {
-		t.Errorf("the ring holds %d puzzles, want at most the window's %d", len(w.ring), job.RepeatWindow)
+	if n := len(w.ring) * ringPage; n != job.RepeatWindow {
+		t.Errorf("the ring holds %d puzzles, want at most the window's %d", n, job.RepeatWindow)
 	}
 }
 

@@ -18,8 +18,20 @@ import (
 // job.RepeatWindow packed puzzles.
 type repeatWindow struct {
 	seed  maphash.Seed
-	slots []repeatSlot          // repeatSlots of them, once the first puzzle is added
-	ring  [][job.PackedLen]byte // the puzzle of item i at i % job.RepeatWindow, grown as needed
+	slots []repeatSlot // repeatSlots of them, once the first puzzle is added
+	// ring holds the puzzle of item i at i % job.RepeatWindow, in pages
+	// of ringPage puzzles allocated as the job reaches them: a short job
+	// takes little, and a long one never copies the ring to grow it.
+	ring []*[ringPage][job.PackedLen]byte
+}
+
+// ringPage is how many puzzles a page of the ring holds (41 kB).
+const ringPage = 1 << 10
+
+// at returns the ring's place for item.
+func (w *repeatWindow) at(item uint64) *[job.PackedLen]byte {
+	r := item % job.RepeatWindow
+	return &w.ring[r/ringPage][r%ringPage]
 }
 
 type repeatSlot struct {
@@ -42,7 +54,7 @@ func (w *repeatWindow) find(g *solver.Grid, item uint64) (back uint64, ok bool) 
 		return 0, false
 	}
 	back = item - (s.item - 1)
-	if back > job.RepeatWindow || w.ring[(s.item-1)%job.RepeatWindow] != job.Pack(g) {
+	if back > job.RepeatWindow || *w.at(s.item-1) != job.Pack(g) {
 		return 0, false
 	}
 	return back, true
@@ -56,9 +68,8 @@ func (w *repeatWindow) add(g *solver.Grid, item uint64) {
 	}
 	h := maphash.Bytes(w.seed, g[:])
 	w.slots[h&(repeatSlots-1)] = repeatSlot{hash: h, item: item + 1}
-	r := int(item % job.RepeatWindow)
-	if r >= len(w.ring) {
-		w.ring = append(w.ring, make([][job.PackedLen]byte, r+1-len(w.ring))...)
+	for p := int(item%job.RepeatWindow) / ringPage; p >= len(w.ring); { // items may skip pages (repeats, invalid lines)
+		w.ring = append(w.ring, new([ringPage][job.PackedLen]byte))
 	}
-	w.ring[r] = job.Pack(g)
+	*w.at(item) = job.Pack(g)
 }

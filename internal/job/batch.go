@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
+	"sync"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -270,7 +271,9 @@ func decodeBatch(data []byte, version byte, items []Item) (Batch, error) {
 // same for a work batch and the results batch that answers it.
 func (b *Batch) ComputeDigest() Digest {
 	h := sha256.New()
-	buf := make([]byte, 0, 64+PackedLen*len(b.Items))
+	bp := digestBufs.Get().(*[]byte)
+	defer digestBufs.Put(bp)
+	buf := (*bp)[:0]
 	buf = appendString(buf, b.Job)
 	buf = binary.AppendUvarint(buf, b.Index)
 	buf = binary.AppendUvarint(buf, b.First)
@@ -295,16 +298,27 @@ func (b *Batch) ComputeDigest() Digest {
 			buf = append(buf, 'p')
 			buf = AppendPacked(buf, &it.Outcome.Puzzle)
 		}
-		if len(buf) > 32<<10 {
+		if len(buf) > digestChunk {
 			h.Write(buf)
 			buf = buf[:0]
 		}
 	}
 	h.Write(buf)
+	*bp = buf
 	var d Digest
 	copy(d[:], h.Sum(nil))
 	return d
 }
+
+// digestChunk is how much of a batch ComputeDigest hashes at a time, in
+// buffers it reuses (digestBufs): a batch's digest allocates nothing
+// that grows with it.
+const digestChunk = 16 << 10
+
+var digestBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, digestChunk+1024)
+	return &b
+}}
 
 // decoder reads a body, keeping the first error.
 type decoder struct {
