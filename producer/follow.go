@@ -247,9 +247,12 @@ func (f *follower) run(ctx context.Context) error {
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
 		}
-		// A window in bytes, so that memory does not grow with the batch
-		// size.
-		it, err := c.Messages(jetstream.PullMaxBytes(4 << 20))
+		// A window of readerWindow messages, asked for at most
+		// readerBytes at a time, so that memory grows with neither the
+		// batch size nor the job: a window in bytes alone (PullMaxBytes)
+		// makes the client buffer a million messages' room, 8 MB for
+		// every reader, which the GC scans.
+		it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(readerWindow, readerBytes(f.q.JS.Conn())))
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
 		}
@@ -692,6 +695,18 @@ func (r *recentBatches) outcome(item uint64) (job.Outcome, bool) {
 // readerInactive is how long the results stream keeps the consumer of a
 // reader that stopped without deleting it.
 const readerInactive = time.Minute
+
+// readerWindow is how many results messages (batches) a reader has asked
+// for ahead of what it has read.
+const readerWindow = 64
+
+// readerBytes is the most a reader asks for in one pull: 4 MiB, or more
+// when the server takes larger messages, since a pull smaller than a
+// message would never deliver it. A reader so buffers at most about two
+// pulls.
+func readerBytes(nc *nats.Conn) int {
+	return max(4<<20, int(nc.MaxPayload())+64<<10)
+}
 
 // pump reads a results iterator on a goroutine of its own, so that a
 // reader never waits in Next while the client recreates a lost ordered
