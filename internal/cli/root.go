@@ -51,9 +51,12 @@ workers that cache their results in Redis.`,
 	// defines the flags of the other keys it uses (config.AddKeyFlags),
 	// so that its help lists no flag that does nothing there.
 	config.AddGlobalFlags(root.PersistentFlags())
-	// A CPU profile of the whole command, for tuning; hidden from help.
+	// A CPU profile of the whole command, and one of what it allocated,
+	// for tuning; hidden from help.
 	root.PersistentFlags().String("cpuprofile", "", "write a CPU profile to `FILE`")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentFlags().String("memprofile", "", "write a profile of the allocations to `FILE` at exit")
+	_ = root.PersistentFlags().MarkHidden("memprofile")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		clientGC(cmd)
 		if p, _ := cmd.Flags().GetString("cpuprofile"); p != "" {
@@ -65,6 +68,13 @@ workers that cache their results in Redis.`,
 				return err
 			}
 			cobra.OnFinalize(func() { pprof.StopCPUProfile(); f.Close() })
+		}
+		if p, _ := cmd.Flags().GetString("memprofile"); p != "" {
+			f, err := os.Create(p)
+			if err != nil {
+				return err
+			}
+			cobra.OnFinalize(func() { _ = pprof.Lookup("allocs").WriteTo(f, 0); f.Close() })
 		}
 		return nil
 	}
