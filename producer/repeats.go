@@ -54,7 +54,7 @@ func (w *repeatWindow) find(g *solver.Grid, item uint64) (back uint64, ok bool) 
 		return 0, false
 	}
 	back = item - (s.item - 1)
-	if back > job.RepeatWindow || *w.at(s.item-1) != job.Pack(g) {
+	if back > job.RepeatWindow || *w.at(s.item - 1) != job.Pack(g) {
 		return 0, false
 	}
 	return back, true
