@@ -553,7 +553,7 @@ func TestSolve(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p := testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)[0]
-		r, err := Solve(ctx, e.q.NC, e.q.Opts, p, false)
+		r, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,11 +565,16 @@ func TestSolve(t *testing.T) {
 		if r.Key != g.Key() || r.Puzzle != g.String() {
 			t.Errorf("Solve key %s puzzle %s", r.Key, r.Puzzle)
 		}
-		again, err := Solve(ctx, e.q.NC, e.q.Opts, p, false)
+		again, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{})
 		if err != nil || !again.Cached || again.Solution != r.Solution {
 			t.Errorf("second Solve = %+v, %v; want the cached answer", again, err)
 		}
-		_, err = Solve(ctx, e.q.NC, e.q.Opts, "11"+p[2:], false)
+		// A caller that looked the cache up itself: the worker solves.
+		solved, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true})
+		if err != nil || solved.Cached || solved.Status != result.StatusUnique || solved.Solution != r.Solution {
+			t.Errorf("Solve with NoLookup = %+v, %v; want it solved again", solved, err)
+		}
+		_, err = Solve(ctx, e.q.NC, e.q.Opts, "11"+p[2:], SolveOptions{})
 		var se *queue.ServiceError
 		if !errors.As(err, &se) || se.Code != queue.CodeInvalidPuzzle || !strings.Contains(se.Description, "r1c1") {
 			t.Errorf("Solve of a bad puzzle = %v, want code %s naming the cells", err, queue.CodeInvalidPuzzle)
@@ -581,7 +586,7 @@ func TestSolveWithoutWorkers(t *testing.T) {
 	e := newEnv(t, "embedded")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := Solve(ctx, e.q.NC, e.q.Opts, strings.Repeat(".", 81), false)
+	_, err := Solve(ctx, e.q.NC, e.q.Opts, strings.Repeat(".", 81), SolveOptions{})
 	if !errors.Is(err, ErrNoAnswer) {
 		t.Errorf("Solve with no worker = %v, want ErrNoAnswer", err)
 	}

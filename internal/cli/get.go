@@ -85,7 +85,7 @@ and the answer awaited.`,
 			}
 			tctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			r, err := SolveInteractive(tctx, conn, puzzle)
+			r, err := SolveInteractive(tctx, conn, puzzle, ok)
 			if errors.Is(err, producer.ErrNoAnswer) && ctx.Err() == nil {
 				if errors.Is(err, nats.ErrNoResponders) {
 					return &messageError{fmt.Sprintf("no worker is running on this queue (none serves %s)",
@@ -123,7 +123,8 @@ func writeOne(cmd *cobra.Command, format result.Format, r result.Result) error {
 }
 
 // SolveInteractive asks the workers' solve endpoint for one puzzle's
-// result (producer.Solve on conn's queue).
-func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string) (result.Result, error) {
-	return producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, false)
+// result (producer.Solve on conn's queue); looked says the caller looked
+// it up in the cache and missed, so the worker need not.
+func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string, looked bool) (result.Result, error) {
+	return producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, producer.SolveOptions{NoLookup: looked})
 }

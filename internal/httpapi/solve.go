@@ -60,7 +60,7 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := g.Key()
 	ctx := r.Context()
-	cached, _ := s.lookup(ctx, key)
+	cached, lerr := s.lookup(ctx, key)
 	if cached != nil {
 		writeJSON(w, http.StatusOK, solution(*cached))
 		return nil
@@ -70,7 +70,8 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.SolveTimeout)
 	defer cancel()
-	res, err := producer.Solve(sctx, s.nc, s.q.Opts, g.String(), false)
+	// A lookup that answered (a miss) need not be made again by the worker.
+	res, err := producer.Solve(sctx, s.nc, s.q.Opts, g.String(), producer.SolveOptions{NoLookup: lerr == nil})
 	var se *queue.ServiceError
 	switch {
 	case errors.As(err, &se) && se.Code == queue.CodeInvalidPuzzle:

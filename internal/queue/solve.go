@@ -76,6 +76,11 @@ var ErrService = errors.New("service error")
 // Is makes errors.Is(err, ErrService) true.
 func (e *ServiceError) Is(target error) bool { return target == ErrService }
 
+// HdrNoLookup, on a solve request, says that the caller looked the puzzle
+// up in the cache and did not find it: the worker solves it without a
+// lookup of its own. Workers that do not know it look up, as without it.
+const HdrNoLookup = "Sudoku-No-Lookup"
+
 // The headers of a micro service error (as nats.go's micro package sets
 // them).
 const (
