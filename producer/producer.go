@@ -299,11 +299,12 @@ func (s *submission) add(ctx context.Context, in input.Item) error {
 			s.sub.InvalidLines = append(s.sub.InvalidLines, r)
 		}
 	} else {
-		if back, ok := s.repeats.find(&g, s.item); ok && !s.p.opts.JSONResults {
+		h := s.repeats.hash(&g)
+		if back, ok := s.repeats.find(&g, h, s.item); ok && !s.p.opts.JSONResults {
 			it.Kind, it.Back = job.Repeat, back
 			s.sub.Repeated++
 		} else {
-			s.repeats.add(&g, s.item)
+			s.repeats.add(&g, h, s.item)
 			it.Kind, it.Grid = job.Solve, g
 			if s.looking {
 				s.keys = append(s.keys, job.KeyOf(&g))

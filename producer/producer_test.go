@@ -472,36 +472,43 @@ func testGrid(n uint64) *solver.Grid {
 	return &g
 }
 
+// windowFind and windowAdd look a puzzle up in w and add it, with its
+// hash.
+func windowFind(w *repeatWindow, g *solver.Grid, item uint64) (uint64, bool) {
+	return w.find(g, w.hash(g), item)
+}
+func windowAdd(w *repeatWindow, g *solver.Grid, item uint64) { w.add(g, w.hash(g), item) }
+
 func TestRepeatWindow(t *testing.T) {
 	var w repeatWindow
-	if _, ok := w.find(testGrid(1), 0); ok {
+	if _, ok := windowFind(&w, testGrid(1), 0); ok {
 		t.Error("found a puzzle in an empty window")
 	}
-	w.add(testGrid(1), 0)
-	if back, ok := w.find(testGrid(1), 5); !ok || back != 5 {
+	windowAdd(&w, testGrid(1), 0)
+	if back, ok := windowFind(&w, testGrid(1), 5); !ok || back != 5 {
 		t.Errorf("find = %d, %v, want 5, true", back, ok)
 	}
-	if _, ok := w.find(testGrid(2), 5); ok {
+	if _, ok := windowFind(&w, testGrid(2), 5); ok {
 		t.Error("found a puzzle never added")
 	}
-	if _, ok := w.find(testGrid(1), job.RepeatWindow+1); ok {
+	if _, ok := windowFind(&w, testGrid(1), job.RepeatWindow+1); ok {
 		t.Error("found a puzzle past the window")
 	}
 	// Items that skip pages of the ring (a run of repeats or invalid
 	// lines between two puzzles).
 	var skip repeatWindow
-	skip.add(testGrid(7), 0)
-	skip.add(testGrid(8), 5*ringPage+3)
-	if back, ok := skip.find(testGrid(8), 5*ringPage+4); !ok || back != 1 {
+	windowAdd(&skip, testGrid(7), 0)
+	windowAdd(&skip, testGrid(8), 5*ringPage+3)
+	if back, ok := windowFind(&skip, testGrid(8), 5*ringPage+4); !ok || back != 1 {
 		t.Errorf("after a skip of pages: find = %d, %v, want 1, true", back, ok)
 	}
-	if back, ok := skip.find(testGrid(7), 5*ringPage+4); !ok || back != 5*ringPage+4 {
+	if back, ok := windowFind(&skip, testGrid(7), 5*ringPage+4); !ok || back != 5*ringPage+4 {
 		t.Errorf("after a skip of pages, the first puzzle: find = %d, %v", back, ok)
 	}
 	// The next item repeating the last is always found, however full.
 	for i := uint64(1); i < 2*job.RepeatWindow; i++ {
-		w.add(testGrid(i+1), i)
-		if back, ok := w.find(testGrid(i+1), i+1); !ok || back != 1 {
+		windowAdd(&w, testGrid(i+1), i)
+		if back, ok := windowFind(&w, testGrid(i+1), i+1); !ok || back != 1 {
 			t.Fatalf("item %d repeating item %d: find = %d, %v", i+1, i, back, ok)
 		}
 	}
@@ -526,7 +533,7 @@ func TestRepeatWindowAgainstAMap(t *testing.T) {
 		if item > 2*job.RepeatWindow {
 			n += 1 << 20 // new puzzles: the old ones expire
 		}
-		back, ok := w.find(testGrid(n), item)
+		back, ok := windowFind(&w, testGrid(n), item)
 		at, seen := last[n]
 		inWindow := seen && item-at <= job.RepeatWindow
 		if ok && (!inWindow || back != item-at) {
@@ -539,7 +546,7 @@ func TestRepeatWindowAgainstAMap(t *testing.T) {
 			found++
 			continue
 		}
-		w.add(testGrid(n), item)
+		windowAdd(&w, testGrid(n), item)
 		last[n] = item
 	}
 	if found < repeats*9/10 {

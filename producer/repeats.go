@@ -42,13 +42,21 @@ type repeatSlot struct {
 // repeatSlots is the table's size: as many slots as the window has items.
 const repeatSlots = job.RepeatWindow
 
-// find returns how far back the puzzle g was added, if within the window
-// of item (the index of the item g is).
-func (w *repeatWindow) find(g *solver.Grid, item uint64) (back uint64, ok bool) {
+// hash returns g's hash in w, which find and add take: a puzzle not
+// found is added with the hash it was looked for with.
+func (w *repeatWindow) hash(g *solver.Grid) uint64 {
+	if w.seed == (maphash.Seed{}) {
+		w.seed = maphash.MakeSeed()
+	}
+	return maphash.Bytes(w.seed, g[:])
+}
+
+// find returns how far back the puzzle g, of hash h, was added, if within
+// the window of item (the index of the item g is).
+func (w *repeatWindow) find(g *solver.Grid, h, item uint64) (back uint64, ok bool) {
 	if w.slots == nil {
 		return 0, false
 	}
-	h := maphash.Bytes(w.seed, g[:])
 	s := w.slots[h&(repeatSlots-1)]
 	if s.item == 0 || s.hash != h {
 		return 0, false
@@ -60,13 +68,12 @@ func (w *repeatWindow) find(g *solver.Grid, item uint64) (back uint64, ok bool) 
 	return back, true
 }
 
-// add adds the puzzle g of item (items come in increasing order).
-func (w *repeatWindow) add(g *solver.Grid, item uint64) {
+// add adds the puzzle g, of hash h, of item (items come in increasing
+// order).
+func (w *repeatWindow) add(g *solver.Grid, h, item uint64) {
 	if w.slots == nil {
-		w.seed = maphash.MakeSeed()
 		w.slots = make([]repeatSlot, repeatSlots)
 	}
-	h := maphash.Bytes(w.seed, g[:])
 	w.slots[h&(repeatSlots-1)] = repeatSlot{hash: h, item: item + 1}
 	for p := int(item%job.RepeatWindow) / ringPage; p >= len(w.ring); { // items may skip pages (repeats, invalid lines)
 		w.ring = append(w.ring, new([ringPage][job.PackedLen]byte))
