@@ -220,6 +220,7 @@ type submission struct {
 
 func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	s.looking = !s.p.opts.Force && s.p.cache.Enabled()
+	s.flushAt = 1
 	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.BatchSize))
 	for {
 		it, err := in.Next()
@@ -359,8 +360,8 @@ func (s *submission) closeBatch(ctx context.Context) error {
 	s.next++
 	clear(b.Items)
 	*b, s.size = s.newBatch(b.Items), 0
-	if len(s.out) >= max(s.flushAt, 1) || len(s.digests) == job.ManifestSpan {
-		s.flushAt = min(2*max(s.flushAt, 1), job.ManifestSpan)
+	if len(s.out) >= s.flushAt || len(s.digests) == job.ManifestSpan {
+		s.flushAt = min(2*s.flushAt, job.ManifestSpan)
 		return s.flush(ctx)
 	}
 	return nil
