@@ -393,11 +393,7 @@ func (d *decoder) str(limit int, what string) string {
 // low nibble 0) for up to MaxSparseGivens givens, else packed.
 func appendPuzzle(dst []byte, g *solver.Grid, version byte) []byte {
 	mask := givensMask(g)
-	n := 0
-	for _, m := range mask {
-		n += bits.OnesCount8(m)
-	}
-	if version == WorkVersionPacked || n > MaxSparseGivens {
+	if version == WorkVersionPacked || maskCount(mask[:]) > MaxSparseGivens {
 		dst = append(dst, byte(Solve))
 		return AppendPacked(dst, g)
 	}
@@ -437,10 +433,7 @@ func (d *decoder) sparseGrid(what string) solver.Grid {
 		d.fail(what + ": givens mask with bits past cell 81")
 		return g
 	}
-	n := 0
-	for _, m := range mask {
-		n += bits.OnesCount8(m)
-	}
+	n := maskCount(mask)
 	if n > MaxSparseGivens {
 		d.off = start
 		d.fail(fmt.Sprintf("%s: sparse with %d givens, which the packed form carries", what, n))

@@ -339,6 +339,15 @@ func givensMask(g *solver.Grid) (mask [maskLen]byte) {
 	return mask
 }
 
+// maskCount returns how many cells a givens mask marks.
+func maskCount(mask []byte) int {
+	n := 0
+	for _, m := range mask {
+		n += bits.OnesCount8(m)
+	}
+	return n
+}
+
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
