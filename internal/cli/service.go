@@ -178,14 +178,16 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 	fctx, stopFollowing := context.WithCancel(wctx)
 	defer stopFollowing()
 	reported := make(chan struct{})
+	var sub producer.Submitted // the submission's, once reported is closed
+	var serr error
 	if st := wo.started; st != nil {
 		// Once the submission is over: what it did, or, when it failed,
 		// the end of the wait (the job will never finish).
 		go func() {
 			defer close(reported)
-			sub, err := st.Wait()
+			sub, serr = st.Wait()
 			switch {
-			case err != nil:
+			case serr != nil:
 				stopFollowing()
 			case wo.submitted != nil:
 				d.print(func() { wo.submitted(&sub) })
@@ -199,13 +201,11 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 		return w.Write(r)
 	}, producer.FollowOptions{Full: out.format == result.JSONL, Logger: log, Progress: d.update})
 	d.close()
-	if st := wo.started; st != nil {
-		// Publishing goes on when only the wait stopped (wctx, or out's
-		// error): the job then runs on without this process.
-		<-reported
-		if _, serr := st.Wait(); serr != nil {
-			return wo.failed(serr)
-		}
+	// Publishing goes on when only the wait stopped (wctx, or out's
+	// error): the job then runs on without this process.
+	<-reported
+	if serr != nil {
+		return wo.failed(serr)
 	}
 	last := d.last
 	if ferr := w.Flush(); err == nil {
@@ -218,9 +218,8 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 		if rec.ID == "" {
 			rec = last.Record
 		}
-		if st := wo.started; st != nil && (rec.State == job.Publishing || rec.State == "") {
+		if wo.started != nil && (rec.State == job.Publishing || rec.State == "") {
 			// Read before publishing ended: every line is published now.
-			sub, _ := st.Wait()
 			rec.State, rec.Lines = job.Published, sub.Lines
 		}
 		written := writtenOf(int64(sum.Total()), &rec)
