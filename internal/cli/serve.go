@@ -50,10 +50,7 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 				}
 				cfg.Serve.Addr = addr
 			}
-			oo := app.OpenOptions{Drain: true}
-			if embedded {
-				oo = app.OpenOptions{Embedded: true, AllowMemoryCache: true, Drain: true}
-			}
+			oo := app.OpenOptions{Embedded: embedded, AllowMemoryCache: embedded, Drain: true}
 			conn, err := app.Open(ctx, cfg, oo, log)
 			if err != nil {
 				return err
