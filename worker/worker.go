@@ -600,13 +600,13 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	st.SolveTimes = sh.times
 	solved := sc.entries[:0]
 	if len(keys) > 0 {
-		// The compact forms, for the cache, in one buffer: one that grows
+		// The cache forms, in one buffer: one that grows
 		// leaves the earlier values in the one before, as they are.
 		arena := slices.Grow(sc.arena[:0], 64*len(misses))
 		for _, j := range misses {
 			o := &b.Items[idx[j]].Outcome
 			n := len(arena)
-			arena = job.AppendOutcome(arena, o)
+			arena = job.AppendCacheValue(arena, o)
 			solved = append(solved, cache.Entry{Key: keys[j], Outcome: o, Value: arena[n:len(arena):len(arena)]})
 		}
 		sc.arena = arena

@@ -12,9 +12,10 @@
 // # Keys and values
 //
 // With the default prefix "sudoku:", the outcome of the puzzle with key K
-// is stored at "sudoku:sol:K" in the compact binary form of
-// job.AppendOutcome. Only answers are stored (unique, multiple, none, and
-// solved from first-solution mode), never gave_up or invalid.
+// is stored at "sudoku:s2:" and the first 32 hex digits of K, in the
+// binary form of job.AppendCacheValue: 35 bytes for a solved puzzle. Only
+// answers are stored (unique, multiple, none, and solved from
+// first-solution mode), never gave_up or invalid.
 package cache
 
 import (
@@ -27,19 +28,17 @@ import (
 type Entry struct {
 	Key     job.Key
 	Outcome *job.Outcome
-	// Value is Outcome's compact form (job.AppendOutcome, with Cached
-	// false) when the caller has it already; nil makes Put encode it.
+	// Value is Outcome's cache form (job.AppendCacheValue) when the
+	// caller has it already; nil makes Put encode it.
 	Value []byte
 }
 
-// value returns e's compact form.
+// value returns e's cache form.
 func (e *Entry) value() []byte {
 	if e.Value != nil {
 		return e.Value
 	}
-	o := *e.Outcome
-	o.Cached = false
-	return job.EncodeOutcome(&o)
+	return job.AppendCacheValue(nil, e.Outcome)
 }
 
 // Cache is what both caches offer. Consumers define narrower interfaces

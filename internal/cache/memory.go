@@ -49,7 +49,7 @@ func (c *Memory) Get(_ context.Context, keys []job.Key) ([]*job.Outcome, error) 
 	out := make([]*job.Outcome, len(keys))
 	for i, k := range keys {
 		if v, ok := c.m[k]; ok {
-			if o, err := job.DecodeOutcome(v); err == nil {
+			if o, err := job.DecodeCacheValue(v); err == nil {
 				out[i] = &o
 			}
 		}

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -50,18 +51,33 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Key returns the Redis key of the outcome of the puzzle with key k:
-// the prefix, "sol:" and the key in hex.
+// Key returns the Redis key of the outcome of the puzzle with key k: the
+// prefix, "s2:" (the second form of values) and the first half of the key
+// in hex. With the default prefix that is 42 bytes, within the 44 that
+// Redis keeps in one allocation with its object; 128 bits tell puzzles
+// apart, and a value holds its puzzle, which readers compare.
 func (r *Redis) Key(k job.Key) string { return r.keys(1, func(int) *job.Key { return &k })[0] }
+
+// Pattern matches the Redis key of every outcome the cache holds (for
+// SCAN).
+func (r *Redis) Pattern() string { return r.prefix + keySpace + "*" }
+
+// keySpace follows the prefix in every key: the form of the values
+// (job.AppendCacheValue). Values of the first form, under "sol:" and the
+// whole key, are left to Redis's eviction.
+const keySpace = "s2:"
+
+// keyBytes is how much of a puzzle's key its Redis key holds.
+const keyBytes = 16
 
 // keys returns the Redis keys of n puzzle keys, key(i) the i-th, as
 // substrings of one string: a batch's keys take two allocations.
 func (r *Redis) keys(n int, key func(i int) *job.Key) []string {
-	size := len(r.prefix) + len("sol:") + 2*len(job.Key{})
+	size := len(r.prefix) + len(keySpace) + 2*keyBytes
 	b := make([]byte, 0, n*size)
 	for i := range n {
-		b = append(append(b, r.prefix...), "sol:"...)
-		b = key(i).AppendHex(b)
+		b = append(append(b, r.prefix...), keySpace...)
+		b = hex.AppendEncode(b, key(i)[:keyBytes])
 	}
 	all, out := string(b), make([]string, n)
 	for i := range out {
@@ -106,7 +122,7 @@ func (r *Redis) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error)
 		if !ok {
 			continue
 		}
-		o, err := job.DecodeOutcome([]byte(s))
+		o, err := job.DecodeCacheValue([]byte(s))
 		if err != nil || !cacheable(&o) {
 			continue // another version's value, or garbage: a miss
 		}

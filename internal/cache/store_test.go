@@ -118,6 +118,8 @@ func TestCacheGetPut(t *testing.T) {
 	}
 }
 
+// TestCacheKeysAreTheUsersKeys: an operator finds a result in Redis from
+// the key that users see.
 func TestCacheKeysAreTheUsersKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Redis")
@@ -131,8 +133,24 @@ func TestCacheKeysAreTheUsersKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _ := solver.Parse(p1)
-	if n, err := rdb.Exists(context.Background(), prefix+"sol:"+g.Key()).Result(); err != nil || n != 1 {
-		t.Errorf("no key %ssol:%s (%v)", prefix, g.Key(), err)
+	// The documented layout: the prefix, "s2:", the first half of the key.
+	want := prefix + "s2:" + g.Key()[:32]
+	if n, err := rdb.Exists(context.Background(), want).Result(); err != nil || n != 1 {
+		t.Errorf("no key %s (%v)", want, err)
+	}
+	if c.Key(k) != want {
+		t.Errorf("Key = %s, want %s", c.Key(k), want)
+	}
+	if n, err := rdb.Keys(context.Background(), c.Pattern()).Result(); err != nil || len(n) != 1 || n[0] != want {
+		t.Errorf("keys matching Pattern %s: %v, %v; want [%s]", c.Pattern(), n, err, want)
+	}
+	// Within the 44 bytes that Redis keeps with its object: the key with
+	// the default prefix, and a solved puzzle's value.
+	if n := len(NewRedis(rdb, RedisOptions{}).Key(k)); n > 44 {
+		t.Errorf("a default key has %d bytes", n)
+	}
+	if v, err := rdb.Get(context.Background(), want).Result(); err != nil || len(v) > 44 {
+		t.Errorf("the value has %d bytes (%v)", len(v), err)
 	}
 }
 

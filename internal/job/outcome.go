@@ -118,7 +118,11 @@ func HasSolution(st result.Status) bool {
 
 // AppendOutcome appends the compact form of o to dst. An unknown status
 // is encoded as gave_up with an error that names it.
-func AppendOutcome(dst []byte, o *Outcome) []byte {
+func AppendOutcome(dst []byte, o *Outcome) []byte { return appendOutcome(dst, o, false) }
+
+// appendOutcome is AppendOutcome, with a solution in ranks (see
+// AppendCacheValue) when ranked is set and its rows allow.
+func appendOutcome(dst []byte, o *Outcome, ranked bool) []byte {
 	code, ok := codeOf(o.Status)
 	errText := o.Error
 	if !ok {
@@ -128,13 +132,23 @@ func AppendOutcome(dst []byte, o *Outcome) []byte {
 	if o.Cached {
 		b |= cachedBit
 	}
+	var ranks [ranksLen]byte
+	if ranked && HasSolution(codeStatus[code]) {
+		if ranks, ranked = rankRows(&o.Solution); ranked {
+			b |= rankedBit
+		}
+	}
 	dst = append(dst, b)
 	dst = binary.AppendUvarint(dst, uint64(max(o.Guesses, 0)))
 	switch code {
 	case codeUnique, codeSolved, codeMultiple:
 		mask := givensMask(&o.Puzzle)
 		dst = append(dst, mask[:]...)
-		dst = AppendPacked(dst, &o.Solution)
+		if b&rankedBit != 0 {
+			dst = append(dst, ranks[:]...)
+		} else {
+			dst = AppendPacked(dst, &o.Solution)
+		}
 	case codeNone:
 		dst = AppendPacked(dst, &o.Puzzle)
 	case codeGaveUp:
@@ -360,9 +374,13 @@ func (d *decoder) outcome() Outcome {
 	if d.err != nil {
 		return o
 	}
-	code := b &^ cachedBit
-	if code == 0 || int(code) >= len(codeStatus) {
-		d.fail(fmt.Sprintf("unknown status code %d", code))
+	code := b &^ (cachedBit | rankedBit)
+	if code == 0 || int(code) >= len(codeStatus) || b&rankedBit != 0 && !d.ranked {
+		d.fail(fmt.Sprintf("unknown status code %d", b&^cachedBit))
+		return o
+	}
+	if b&rankedBit != 0 && !HasSolution(codeStatus[code]) {
+		d.fail(fmt.Sprintf("status %s with a solution in ranks", codeStatus[code]))
 		return o
 	}
 	o.Status, o.Cached = codeStatus[code], b&cachedBit != 0
@@ -374,7 +392,12 @@ func (d *decoder) outcome() Outcome {
 	switch code {
 	case codeUnique, codeSolved, codeMultiple:
 		mask := d.bytes(maskLen, "givens mask")
-		sol := d.grid("solution")
+		var sol solver.Grid
+		if b&rankedBit != 0 {
+			sol = d.ranks("solution")
+		} else {
+			sol = d.grid("solution")
+		}
 		if d.err != nil {
 			return o
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/cli"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
@@ -169,7 +170,8 @@ func (s *sys) cached() int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n int64
-	iter := s.rdb.Scan(ctx, 0, s.prefix+"sol:*", 1000).Iterator()
+	pattern := cache.NewRedis(s.rdb, cache.RedisOptions{Prefix: s.prefix}).Pattern()
+	iter := s.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
 		n++
 	}
