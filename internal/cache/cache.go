@@ -13,7 +13,7 @@
 //
 // With the default prefix "sudoku:", the outcome of the puzzle with key K
 // is stored at "sudoku:s2:" and the first 32 hex digits of K, in the
-// binary form of job.AppendCacheValue: 35 bytes for a solved puzzle. Only
+// binary form of job.AppendCacheValue: 41 bytes for a solved puzzle. Only
 // answers are stored (unique, multiple, none, and solved from
 // first-solution mode), never gave_up or invalid.
 package cache

@@ -322,10 +322,10 @@ var digestBufs = sync.Pool{New: func() any {
 
 // decoder reads a body, keeping the first error.
 type decoder struct {
-	data   []byte
-	off    int
-	err    error
-	ranked bool // solutions may be in ranks: the cache's form
+	data  []byte
+	off   int
+	err   error
+	dense bool // solutions may be dense: the cache's form
 }
 
 func (d *decoder) fail(reason string) {

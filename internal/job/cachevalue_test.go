@@ -2,18 +2,21 @@ package job
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // cacheValues are outcomes in the cache's form: every status of outcomes,
-// and a solution whose rows are not permutations (kept packed).
+// and a solution whose rows and columns do not sum to 45 (kept packed).
 func cacheValues(t testing.TB) map[string]Outcome {
 	m := outcomes(t)
 	odd := m["unique"]
 	odd.Solution[1] = odd.Solution[0] // row 1 repeats a digit
-	m["rows not permutations"] = odd
+	m["sums not 45"] = odd
 	return m
 }
 
@@ -30,14 +33,14 @@ func TestCacheValueRoundTrip(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
 			}
-			// Only a solution of permutations is in ranks, and the result
-			// decoder (the results' wire form) never takes ranks.
-			ranked := HasSolution(o.Status) && name != "rows not permutations"
-			if v[0]&rankedBit != 0 != ranked {
-				t.Errorf("status byte %#x: ranked %v, want %v", v[0], !ranked, ranked)
+			// Only a solution that sums to 45 is dense, and the results'
+			// decoder (the wire form) never takes a dense one.
+			dense := HasSolution(o.Status) && name != "sums not 45"
+			if v[0]&denseBit != 0 != dense {
+				t.Errorf("status byte %#x: dense %v, want %v", v[0], !dense, dense)
 			}
-			if _, err := DecodeOutcome(v); (err != nil) != ranked {
-				t.Errorf("DecodeOutcome of the cache form: %v, want an error %v", err, ranked)
+			if _, err := DecodeOutcome(v); (err != nil) != dense {
+				t.Errorf("DecodeOutcome of the cache form: %v, want an error %v", err, dense)
 			}
 			// The compact form is a cache value too (values cached before
 			// the ranks).
@@ -49,70 +52,57 @@ func TestCacheValueRoundTrip(t *testing.T) {
 }
 
 func TestCacheValueIsSmall(t *testing.T) {
-	// A solved puzzle with few guesses takes 35 bytes: within the 44 that
+	// A solved puzzle with few guesses takes 41 bytes: within the 44 that
 	// Redis keeps in one allocation with its object.
 	o := outcomes(t)["unique"]
-	if n := len(AppendCacheValue(nil, &o)); n != 1+1+maskLen+ranksLen || n > 44 {
-		t.Errorf("cache value of %d bytes, want %d", n, 1+1+maskLen+ranksLen)
+	if n := len(AppendCacheValue(nil, &o)); n != 1+1+maskLen+denseLen || n > 44 {
+		t.Errorf("cache value of %d bytes, want %d", n, 1+1+maskLen+denseLen)
 	}
 }
 
-func TestRowRanksEveryPermutation(t *testing.T) {
-	// Every permutation of 1-9, in lexicographic order, has the next rank,
-	// and decodes back, in every row.
-	o := outcomes(t)["unique"]
-	row := []uint8{1, 2, 3, 4, 5, 6, 7, 8, 9}
-	step := 1
+func TestDenseSolutions(t *testing.T) {
+	// Solutions made from one by relabelling digits and permuting rows
+	// and columns within bands and stacks, and the bands and stacks: each
+	// takes the dense form and decodes back.
+	base := grid(t, solution)
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 2000
 	if testing.Short() {
-		step = 97
+		n = 200
 	}
-	for rank := 0; rank < perms; rank++ {
-		if rank%step == 0 {
-			r := (rank / step) % 9
-			copy(o.Solution[9*r:], row)
-			ranks, ok := rankRows(&o.Solution)
-			if !ok {
-				t.Fatalf("rank %d: %v is not a permutation", rank, row)
-			}
-			if got := rowRank(ranks, r); got != uint64(rank) {
-				t.Fatalf("%v in row %d: rank %d, want %d", row, r+1, got, rank)
-			}
-			d := decoder{data: ranks[:], ranked: true}
-			if back := d.ranks("solution"); d.err != nil || back != o.Solution {
-				t.Fatalf("rank %d: decoded %v, %v; want %v", rank, back, d.err, o.Solution)
+	for range n {
+		digits := rng.Perm(9)
+		rows, cols := shuffled(rng), shuffled(rng)
+		var g solver.Grid
+		for r := range 9 {
+			for c := range 9 {
+				g[9*r+c] = uint8(digits[base[9*rows[r]+cols[c]]-1] + 1)
 			}
 		}
-		nextPermutation(row)
+		if completed(&g) != g || !sums45(&g) {
+			t.Fatalf("%s: does not complete to itself", g.String())
+		}
+		b := appendDense(nil, &g)
+		if len(b) != denseLen {
+			t.Fatalf("dense form of %d bytes, want %d", len(b), denseLen)
+		}
+		d := decoder{data: b, dense: true}
+		if back := d.denseGrid("solution"); d.err != nil || back != g {
+			t.Fatalf("%s: decoded %s, %v", g.String(), back.String(), d.err)
+		}
 	}
 }
 
-// rowRank reads row r's rank from ranks.
-func rowRank(ranks [ranksLen]byte, r int) uint64 {
-	var rank uint64
-	for b := range rowRankBits {
-		bit := r*rowRankBits + b
-		rank |= uint64(ranks[bit/8]>>(bit%8)&1) << b
+// shuffled returns an order of 9 rows (or columns) that keeps a Sudoku
+// solution one: bands in any order, rows within each in any order.
+func shuffled(rng *rand.Rand) []int {
+	var order []int
+	for _, band := range rng.Perm(3) {
+		for _, r := range rng.Perm(3) {
+			order = append(order, 3*band+r)
+		}
 	}
-	return rank
-}
-
-// nextPermutation makes p the next permutation in lexicographic order.
-func nextPermutation(p []uint8) {
-	i := len(p) - 2
-	for i >= 0 && p[i] >= p[i+1] {
-		i--
-	}
-	if i < 0 {
-		return
-	}
-	j := len(p) - 1
-	for p[j] <= p[i] {
-		j--
-	}
-	p[i], p[j] = p[j], p[i]
-	for a, b := i+1, len(p)-1; a < b; a, b = a+1, b-1 {
-		p[a], p[b] = p[b], p[a]
-	}
+	return order
 }
 
 // badCacheValues are values DecodeCacheValue refuses, with what its error
@@ -129,16 +119,16 @@ func badCacheValues(t testing.TB) []struct {
 		name, want string
 		data       []byte
 	}{
-		{"rank past the last", "row 1 has rank 524287", with(func(b []byte) []byte {
-			b[13], b[14], b[15] = 0xff, 0xff, b[15]|7
+		{"pair past 80", "pair 1 has value 127, past 80", with(func(b []byte) []byte { b[13] |= 127; return b })},
+		{"sums not 45", "do not sum to 45", with(func(b []byte) []byte {
+			b[13] = b[13]&^127 | 80 // the first two cells 9 and 9
 			return b
 		})},
-		{"spare bits", "spare bits", with(func(b []byte) []byte { b[len(b)-1] |= 0x80; return b })},
 		{"short", "runs past the end", with(func(b []byte) []byte { return b[:len(b)-1] })},
 		{"long", "1 bytes after the outcome", with(func(b []byte) []byte { return append(b, 0) })},
-		{"ranks without a solution", "status none with a solution in ranks",
-			func() []byte { b := EncodeOutcome(&none); b[0] |= rankedBit; return b }()},
-		{"unknown status", "unknown status code 71", with(func(b []byte) []byte { b[0] = rankedBit | 7; return b })},
+		{"dense without a solution", "status none with a dense solution",
+			func() []byte { b := EncodeOutcome(&none); b[0] |= denseBit; return b }()},
+		{"unknown status", "unknown status code 71", with(func(b []byte) []byte { b[0] = denseBit | 7; return b })},
 	}
 }
 
@@ -173,10 +163,40 @@ func FuzzDecodeCacheValue(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(back, o) {
 			t.Fatalf("% x: decoded %+v; again %+v, %v", data, o, back, err)
 		}
-		if data[0]&rankedBit != 0 {
-			if _, ok := rankRows(&o.Solution); !ok {
-				t.Fatalf("% x: ranks decoded to rows that are not permutations", data)
+		if data[0]&denseBit != 0 && (completed(&o.Solution) != o.Solution || !sums45(&o.Solution)) {
+			t.Fatalf("% x: a dense solution decoded to one that does not complete to itself", data)
+		}
+	})
+}
+
+func BenchmarkCacheValue(b *testing.B) {
+	o := outcomes(b)["unique"]
+	v := AppendCacheValue(nil, &o)
+	b.Run("append", func(b *testing.B) {
+		buf := make([]byte, 0, 64)
+		for b.Loop() {
+			buf = AppendCacheValue(buf[:0], &o)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeCacheValue(v); err != nil {
+				b.Fatal(err)
 			}
+		}
+	})
+	c := EncodeOutcome(&o)
+	b.Run("decode-compact", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeOutcome(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append-compact", func(b *testing.B) {
+		buf := make([]byte, 0, 64)
+		for b.Loop() {
+			buf = AppendOutcome(buf[:0], &o)
 		}
 	})
 }

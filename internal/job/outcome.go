@@ -120,9 +120,9 @@ func HasSolution(st result.Status) bool {
 // is encoded as gave_up with an error that names it.
 func AppendOutcome(dst []byte, o *Outcome) []byte { return appendOutcome(dst, o, false) }
 
-// appendOutcome is AppendOutcome, with a solution in ranks (see
-// AppendCacheValue) when ranked is set and its rows allow.
-func appendOutcome(dst []byte, o *Outcome, ranked bool) []byte {
+// appendOutcome is AppendOutcome, with a dense solution (see
+// AppendCacheValue) when dense is set and the solution allows.
+func appendOutcome(dst []byte, o *Outcome, dense bool) []byte {
 	code, ok := codeOf(o.Status)
 	errText := o.Error
 	if !ok {
@@ -132,11 +132,8 @@ func appendOutcome(dst []byte, o *Outcome, ranked bool) []byte {
 	if o.Cached {
 		b |= cachedBit
 	}
-	var ranks [ranksLen]byte
-	if ranked && HasSolution(codeStatus[code]) {
-		if ranks, ranked = rankRows(&o.Solution); ranked {
-			b |= rankedBit
-		}
+	if dense && HasSolution(codeStatus[code]) && sums45(&o.Solution) {
+		b |= denseBit
 	}
 	dst = append(dst, b)
 	dst = binary.AppendUvarint(dst, uint64(max(o.Guesses, 0)))
@@ -144,8 +141,8 @@ func appendOutcome(dst []byte, o *Outcome, ranked bool) []byte {
 	case codeUnique, codeSolved, codeMultiple:
 		mask := givensMask(&o.Puzzle)
 		dst = append(dst, mask[:]...)
-		if b&rankedBit != 0 {
-			dst = append(dst, ranks[:]...)
+		if b&denseBit != 0 {
+			dst = appendDense(dst, &o.Solution)
 		} else {
 			dst = AppendPacked(dst, &o.Solution)
 		}
@@ -374,13 +371,13 @@ func (d *decoder) outcome() Outcome {
 	if d.err != nil {
 		return o
 	}
-	code := b &^ (cachedBit | rankedBit)
-	if code == 0 || int(code) >= len(codeStatus) || b&rankedBit != 0 && !d.ranked {
+	code := b &^ (cachedBit | denseBit)
+	if code == 0 || int(code) >= len(codeStatus) || b&denseBit != 0 && !d.dense {
 		d.fail(fmt.Sprintf("unknown status code %d", b&^cachedBit))
 		return o
 	}
-	if b&rankedBit != 0 && !HasSolution(codeStatus[code]) {
-		d.fail(fmt.Sprintf("status %s with a solution in ranks", codeStatus[code]))
+	if b&denseBit != 0 && !HasSolution(codeStatus[code]) {
+		d.fail(fmt.Sprintf("status %s with a dense solution", codeStatus[code]))
 		return o
 	}
 	o.Status, o.Cached = codeStatus[code], b&cachedBit != 0
@@ -393,8 +390,8 @@ func (d *decoder) outcome() Outcome {
 	case codeUnique, codeSolved, codeMultiple:
 		mask := d.bytes(maskLen, "givens mask")
 		var sol solver.Grid
-		if b&rankedBit != 0 {
-			sol = d.ranks("solution")
+		if b&denseBit != 0 {
+			sol = d.denseGrid("solution")
 		} else {
 			sol = d.grid("solution")
 		}
