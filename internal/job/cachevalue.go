@@ -15,7 +15,7 @@ import (
 // ninth cell of each row and the ninth row follow, since every row and
 // column of a solution sums to 45. Values of up to 44 bytes are the ones
 // Redis keeps in a single allocation with their object (its embstr
-// encoding), which saves it CPU and a fifth of its memory per key. A
+// encoding), which saves it CPU and a quarter of its memory per key. A
 // "solution" that does not sum so stays packed.
 const (
 	// denseBit in the status byte says the solution is dense.
