@@ -40,32 +40,52 @@ func Parse(s string) (Grid, error) {
 	if len(s) > MaxInputLen {
 		return Grid{}, &ParseError{Kind: TooLong, Len: len(s)}
 	}
-	// The fast path: one line of exactly 81 cell characters, perhaps with a
-	// line end. Everything else, including every error, goes through
-	// parseText, which is exact but slower.
-	t := s
+	if g, ok := oneLine(s); ok {
+		if err := g.Validate(); err != nil {
+			return Grid{}, err
+		}
+		return g, nil
+	}
+	return parseText(s)
+}
+
+// ParseBytes is Parse(string(b)), without the copy when b is one line of
+// 81 cells: a caller with the text in a buffer saves an allocation per
+// puzzle.
+func ParseBytes(b []byte) (Grid, error) {
+	if len(b) > MaxInputLen {
+		return Grid{}, &ParseError{Kind: TooLong, Len: len(b)}
+	}
+	if g, ok := oneLine(b); ok {
+		if err := g.Validate(); err != nil {
+			return Grid{}, err
+		}
+		return g, nil
+	}
+	return parseText(string(b))
+}
+
+// oneLine is the fast path of Parse: t is one line of exactly 81 cell
+// characters, perhaps with a line end. ok is false for everything else,
+// every error included, which parseText decides: it is exact but slower.
+// The grid is not validated.
+func oneLine[T string | []byte](t T) (g Grid, ok bool) {
 	if len(t) > 81 && t[len(t)-1] == '\n' {
 		t = t[:len(t)-1]
 	}
 	if len(t) > 81 && t[len(t)-1] == '\r' {
 		t = t[:len(t)-1]
 	}
-	if len(t) == 81 {
-		var g Grid
-		var bad uint8
-		for i := range g {
-			v := cellValue[t[i]]
-			g[i] = v
-			bad |= v
-		}
-		if bad&notCell == 0 {
-			if err := g.Validate(); err != nil {
-				return Grid{}, err
-			}
-			return g, nil
-		}
+	if len(t) != 81 {
+		return g, false
 	}
-	return parseText(s)
+	var bad uint8
+	for i := range g {
+		v := cellValue[t[i]]
+		g[i] = v
+		bad |= v
+	}
+	return g, bad&notCell == 0
 }
 
 // notCell marks the bytes in cellValue that are not a cell.

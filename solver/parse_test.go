@@ -211,16 +211,22 @@ func TestParseFastPath(t *testing.T) {
 	}
 }
 
-// checkSameParse fails t unless Parse and parseText agree on s.
+// checkSameParse fails t unless Parse, ParseBytes and parseText agree on
+// s.
 func checkSameParse(t *testing.T, s string) {
 	t.Helper()
 	g1, err1 := Parse(s)
 	g2, err2 := parseText(s)
-	var pe1, pe2 *ParseError
+	g3, err3 := ParseBytes([]byte(s))
+	var pe1, pe2, pe3 *ParseError
 	errors.As(err1, &pe1)
 	errors.As(err2, &pe2)
+	errors.As(err3, &pe3)
 	if g1 != g2 || (err1 == nil) != (err2 == nil) || pe1 != nil && pe2 != nil && *pe1 != *pe2 {
 		t.Errorf("input %q: Parse gives %s, %v; parseText gives %s, %v", s, g1.String(), err1, g2.String(), err2)
+	}
+	if g1 != g3 || (err1 == nil) != (err3 == nil) || pe1 != nil && pe3 != nil && *pe1 != *pe3 {
+		t.Errorf("input %q: Parse gives %s, %v; ParseBytes gives %s, %v", s, g1.String(), err1, g3.String(), err3)
 	}
 }
 
@@ -250,6 +256,13 @@ func TestParseAllocs(t *testing.T) {
 	for _, in := range []string{puzzle, puzzle + "\r\n", puzzleSite} {
 		if n := testing.AllocsPerRun(100, func() { _, _ = Parse(in) }); n != 0 {
 			t.Errorf("Parse(%q) allocates %v times, want 0", in, n)
+		}
+	}
+	// ParseBytes copies nothing on the fast path.
+	for _, in := range []string{puzzle, puzzle + "\r\n"} {
+		b := []byte(in)
+		if n := testing.AllocsPerRun(100, func() { _, _ = ParseBytes(b) }); n != 0 {
+			t.Errorf("ParseBytes(%q) allocates %v times, want 0", in, n)
 		}
 	}
 	huge := strings.Repeat(puzzle, 1<<20/81)
