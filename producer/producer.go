@@ -223,7 +223,7 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	s.flushAt = 1
 	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.BatchSize))
 	for {
-		it, err := in.Next()
+		it, raw, err := in.NextRaw()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -233,7 +233,7 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d lines: %w", s.sub.Lines, err)
 		}
-		if err := s.add(ctx, it); err != nil {
+		if err := s.add(ctx, it, raw); err != nil {
 			return err
 		}
 	}
@@ -275,8 +275,9 @@ const itemOverhead = 32
 // puzzle, key and solution, and the field names.
 const jsonItemSize = 400
 
-// add classifies one input item and adds it to the current batch.
-func (s *submission) add(ctx context.Context, in input.Item) error {
+// add classifies one input item and adds it to the current batch. raw,
+// when not nil, is its text (input.Reader.NextRaw), valid during the call.
+func (s *submission) add(ctx context.Context, in input.Item, raw []byte) error {
 	s.sub.Lines++
 	it := job.Item{Line: in.Line}
 	size := itemOverhead + job.PackedLen
@@ -285,7 +286,13 @@ func (s *submission) add(ctx context.Context, in input.Item) error {
 	}
 	perr := in.Err // a line too long to read
 	var g solver.Grid
-	if perr == nil {
+	switch {
+	case perr != nil:
+	case raw != nil:
+		if g, perr = solver.ParseBytes(raw); perr != nil {
+			in.Text = string(raw)
+		}
+	default:
 		g, perr = solver.Parse(in.Text)
 	}
 	if perr != nil {

@@ -104,6 +104,11 @@ type Reader struct {
 	// held is the next Item.
 	held   Item
 	isHeld bool
+
+	// raw, with wantRaw (NextRaw), is the text of a one-line puzzle on
+	// the hot path, in br's buffer, instead of a copy in Item.Text.
+	raw     []byte
+	wantRaw bool
 }
 
 // grid is the grid being read. It is empty (the zero grid but for the
@@ -148,6 +153,19 @@ func (r *Reader) Line() int { return r.line }
 // Err set.
 func (r *Reader) Next() (Item, error) {
 	return r.next(true)
+}
+
+// NextRaw is Next, except for the common item, a one-line puzzle that no
+// grid ends: its Text is left empty, and raw is the text instead, in the
+// Reader's buffer, valid only until the next call. For every other item
+// raw is nil and Text is what Next sets. A caller that parses the text at
+// once (solver.ParseBytes), and copies it only when it is kept, saves an
+// allocation per puzzle.
+func (r *Reader) NextRaw() (it Item, raw []byte, err error) {
+	r.wantRaw, r.raw = true, nil
+	it, err = r.next(true)
+	raw, r.wantRaw, r.raw = r.raw, false, nil
+	return it, raw, err
 }
 
 // Count returns the number of Items a Reader from NewReader would return
@@ -258,7 +276,10 @@ func (r *Reader) next(keep bool) (Item, error) {
 		if len(t) > MaxRowLen && t[0] != '#' && len(t) <= MaxLineLen && r.grid.rows == 0 {
 			// The hot path: a one-line puzzle, and no grid that it ends.
 			it := Item{Line: r.line}
-			if keep {
+			switch {
+			case r.wantRaw:
+				r.raw = t
+			case keep:
 				it.Text = string(t)
 			}
 			return it, nil

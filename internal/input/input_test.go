@@ -107,6 +107,32 @@ func readAll(t testing.TB, rd *Reader) ([]Item, error) {
 	}
 }
 
+// readAllRaw reads rd to its end with NextRaw, copying each raw text into
+// Text, and counts the items that came raw. An item both raw and with a
+// Text fails t.
+func readAllRaw(t testing.TB, rd *Reader) ([]Item, int, error) {
+	t.Helper()
+	var items []Item
+	n := 0
+	for {
+		it, raw, err := rd.NextRaw()
+		if err != nil {
+			return items, n, err
+		}
+		if raw != nil {
+			if it.Text != "" {
+				t.Fatalf("line %d: raw %q and Text %q", it.Line, raw, it.Text)
+			}
+			it.Text = string(raw)
+			n++
+		}
+		items = append(items, it)
+		if len(items) > 1<<20 {
+			t.Fatal("reader does not stop")
+		}
+	}
+}
+
 // check compares items with ws.
 func check(t testing.TB, items []Item, ws []want) {
 	t.Helper()
@@ -270,6 +296,13 @@ func TestNext(t *testing.T) {
 			}
 			check(t, items, tt.want)
 
+			// NextRaw reads the same items, as bytes where it can.
+			raw, _, err := readAllRaw(t, NewReader(strings.NewReader(tt.in)))
+			if err != io.EOF {
+				t.Fatalf("NextRaw ended with %v, want io.EOF", err)
+			}
+			check(t, raw, tt.want)
+
 			// Count agrees with Next, and so do a reader that returns
 			// one byte at a time and the model of the format.
 			n, err := Count(strings.NewReader(tt.in))
@@ -287,6 +320,30 @@ func TestNext(t *testing.T) {
 				check(t, model(tt.in, false), tt.want)
 			}
 		})
+	}
+}
+
+// TestNextRaw: one-line puzzles come raw, in the Reader's buffer, without
+// a copy; a grid comes as Next gives it.
+func TestNextRaw(t *testing.T) {
+	in := lines(puzzle, "", "  "+puzzle+"\r", "# c", plain(puzzle), puzzle, puzzle)
+	items, n, err := readAllRaw(t, NewReader(strings.NewReader(in)))
+	if err != io.EOF {
+		t.Fatalf("ended with %v", err)
+	}
+	check(t, items, []want{{line: 1, text: puzzle}, {line: 3, text: puzzle}, {line: 5, text: plain(puzzle)},
+		{line: 14, text: puzzle}, {line: 15, text: puzzle}})
+	if n != 4 { // all but the grid: it ends at its ninth row
+		t.Errorf("%d items raw, want 4", n)
+	}
+	many := strings.Repeat(puzzle+"\n", 1000)
+	rd := NewReader(strings.NewReader(many))
+	if a := testing.AllocsPerRun(500, func() {
+		if _, raw, err := rd.NextRaw(); err != nil || raw == nil {
+			t.Fatalf("NextRaw = %q, %v", raw, err)
+		}
+	}); a != 0 {
+		t.Errorf("NextRaw allocates %v times a puzzle, want 0", a)
 	}
 }
 
@@ -595,6 +652,9 @@ func FuzzReader(f *testing.F) {
 		slow, err := readAll(t, newReader(iotest.OneByteReader(strings.NewReader(in))))
 		if err != io.EOF || !sameItems(slow, items) {
 			t.Fatalf("one byte at a time: %+v, %v; want %+v", slow, err, items)
+		}
+		if raw, _, err := readAllRaw(t, newReader(strings.NewReader(in))); err != io.EOF || !sameItems(raw, items) {
+			t.Fatalf("NextRaw: %+v, %v; want %+v", raw, err, items)
 		}
 		if len(in) < bufSize {
 			if m := model(in, oneLine); !sameItems(items, m) {
