@@ -119,3 +119,29 @@ func naiveFirst(g *Grid, i int) bool {
 	g[i] = 0
 	return false
 }
+
+// BenchmarkValidate validates the puzzles of testdata/17_clue_300.txt in
+// turn, and their solutions, so that no branch learns one grid.
+func BenchmarkValidate(b *testing.B) {
+	puzzles := fixture(b, "17_clue_300.txt")
+	solutions := make([]Grid, len(puzzles))
+	for i := range puzzles {
+		solutions[i] = solve(b, &puzzles[i], Options{}).Solution
+	}
+	for _, set := range []struct {
+		name  string
+		grids []Grid
+	}{{"17_clue", puzzles}, {"solutions", solutions}} {
+		b.Run(set.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if err := set.grids[i].Validate(); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i == len(set.grids) {
+					i = 0
+				}
+			}
+		})
+	}
+}
