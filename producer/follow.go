@@ -207,8 +207,29 @@ func (f *follower) complete() bool {
 }
 
 // startSlack is how long before its job's creation (by the producer's
-// clock) a reader starts reading the results stream.
+// clock) a reader starts reading the results stream, when the record has
+// no ResultsFrom.
 const startSlack = 5 * time.Minute
+
+// resultsReader returns the configuration of an ordered consumer of the
+// results of rec's job. It starts at rec.ResultsFrom, else at the job's
+// creation less startSlack (for clocks that differ): the server finds
+// either place at once, where from the stream's start it would look
+// through every older job's results for this one's, and from a time
+// through every result of the minutes before (tens of ms of its CPU per
+// reader on a busy stream). A result missed all the same is read by its
+// subject when its turn comes.
+func resultsReader(q *queue.Queue, rec *job.Record) jetstream.OrderedConsumerConfig {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{q.Opts.ResultsFilter(rec.ID)}}
+	switch {
+	case rec.ResultsFrom > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, rec.ResultsFrom
+	case !rec.Created.IsZero():
+		start := rec.Created.Add(-startSlack)
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	}
+	return cfg
+}
 
 // caughtUpPoll is how often a reader that has passed on every batch
 // published so far reads the job's record while its producer publishes.
@@ -222,17 +243,7 @@ func (f *follower) run(ctx context.Context) error {
 	open := func() (*pump, error) {
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
-		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.q.Opts.ResultsFilter(f.id)}}
-		if !f.rec.Created.IsZero() {
-			// Start at the job's creation, less a margin for clocks
-			// that differ: the server finds that place by time at once,
-			// where from the stream's start it would look through every
-			// older job's results for this one's (hundreds of ms on a
-			// stream of gigabytes). A result missed all the same is read
-			// by its subject when its turn comes.
-			start := f.rec.Created.Add(-startSlack)
-			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
-		}
+		cfg := resultsReader(f.q, &f.rec)
 		// Left alone, the client recreates a lost consumer for ever inside
 		// Next (a cluster node down that held it: minutes), deaf to
 		// NextMaxWait: after two attempts it returns, and run opens a new

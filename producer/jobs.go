@@ -44,7 +44,7 @@ func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 		}
 		return s, nil
 	}
-	err = tally(ctx, q, id, func(c job.Counts) {
+	err = tally(ctx, q, &rec, func(c job.Counts) {
 		s.BatchesDone++
 		for st, n := range c {
 			s.Counts[st] += n
@@ -54,13 +54,13 @@ func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 	return s, err
 }
 
-// tally calls fn with the counts of every results message of job id, read
-// with a headers-only ordered consumer.
-func tally(ctx context.Context, q *queue.Queue, id string, fn func(job.Counts)) error {
-	c, err := q.Results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{q.Opts.ResultsFilter(id)},
-		HeadersOnly:    true,
-	})
+// tally calls fn with the counts of every results message of rec's job,
+// read with a headers-only ordered consumer.
+func tally(ctx context.Context, q *queue.Queue, rec *job.Record, fn func(job.Counts)) error {
+	id := rec.ID
+	cfg := resultsReader(q, rec)
+	cfg.HeadersOnly = true
+	c, err := q.Results.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("job %s: read results: %w", id, err)
 	}

@@ -74,6 +74,9 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 // Submitted describes a job just submitted.
 type Submitted struct {
 	ID string
+	// ResultsFrom is the job record's: its results are in the results
+	// stream from this sequence on (0: unknown).
+	ResultsFrom uint64
 	// Lines is the number of puzzle lines read; Invalid, Cached and
 	// Repeated of them needed no worker; Queued went to the workers in
 	// Batches messages (counting those the producer answered itself).
@@ -133,6 +136,12 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
 			JSONResults: p.opts.JSONResults}}
 	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	// Results come after what the stream holds now. Without the answer
+	// the readers start by time, as they did before the field.
+	if info, err := p.q.Results.Info(cctx); err == nil {
+		s.rec.ResultsFrom = info.State.LastSeq + 1
+		s.sub.ResultsFrom = s.rec.ResultsFrom
+	}
 	var err error
 	s.rev, err = p.jobs.Create(cctx, &s.rec)
 	cancel()

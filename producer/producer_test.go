@@ -767,7 +767,9 @@ func TestFollowWithAProducerClockAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Created = time.Now().Add(time.Hour)
+	// A record of an older producer, without ResultsFrom: readers start
+	// by the clock of the producer, here an hour ahead.
+	rec.Created, rec.ResultsFrom = time.Now().Add(time.Hour), 0
 	if _, err := store.Update(ctx, &rec, rev); err != nil {
 		t.Fatal(err)
 	}
@@ -804,4 +806,90 @@ func TestMissingResultsAreReportedMissing(t *testing.T) {
 		}
 		same(t, rs, want[:10]) // batch 0, then the gap
 	})
+}
+
+// TestReadersStartAtResultsFrom checks that a job's record says where in
+// the results stream its results begin (after every older job's), and
+// that its readers (Follow, JobStatus) ask the server to start there, on
+// both servers.
+func TestReadersStartAtResultsFrom(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 12), "\n")
+		stop := e.startWorker(worker.Options{})
+		e.follow(e.submit(text, Options{BatchSize: 4}).ID, FollowOptions{}) // an older job's results
+		stop()
+		info, err := e.q.Results.Info(ctx)
+		if err != nil || info.State.Msgs != 3 {
+			t.Fatalf("results stream: %+v, %v", info.State, err)
+		}
+		sub := e.submit(text, Options{BatchSize: 4, Force: true})
+		rec, _, err := job.NewStore(e.q.JS, e.q.Jobs).Get(ctx, sub.ID)
+		if err != nil || rec.ResultsFrom != info.State.LastSeq+1 {
+			t.Fatalf("record's ResultsFrom %d (%v), want %d", rec.ResultsFrom, err, info.State.LastSeq+1)
+		}
+		// While no worker runs, Follow waits with its consumer open: the
+		// server has it starting at ResultsFrom, on the job's subjects.
+		done := make(chan []result.Result, 1)
+		go func() { rs, _ := e.follow(sub.ID, FollowOptions{}); done <- rs }()
+		var found *jetstream.ConsumerInfo
+		for found == nil && ctx.Err() == nil {
+			for ci := range e.q.Results.ListConsumers(ctx).Info() {
+				if ci.Config.FilterSubject == e.q.Opts.ResultsFilter(sub.ID) ||
+					len(ci.Config.FilterSubjects) == 1 && ci.Config.FilterSubjects[0] == e.q.Opts.ResultsFilter(sub.ID) {
+					found = ci
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if found == nil || found.Config.DeliverPolicy != jetstream.DeliverByStartSequencePolicy ||
+			found.Config.OptStartSeq != rec.ResultsFrom {
+			t.Fatalf("the reader's consumer: %+v, want one from sequence %d", found, rec.ResultsFrom)
+		}
+		e.worker(worker.Options{})
+		same(t, <-done, local(t, text, false))
+		// JobStatus of the job (finished now) and of a record not
+		// finished: tallied from ResultsFrom, the counts are right.
+		st, err := JobStatus(ctx, e.q.Queue, sub.ID)
+		if err != nil || st.LinesDone != 12 || st.Counts[result.StatusUnique] != 12 {
+			t.Fatalf("status %+v, %v", st, err)
+		}
+		var counted int
+		rec.State = job.Published
+		if err := tally(ctx, e.q.Queue, &rec, func(c job.Counts) { counted += int(c[result.StatusUnique]) }); err != nil || counted != 12 {
+			t.Errorf("tally: %d unique, %v; want 12", counted, err)
+		}
+	})
+}
+
+func TestResultsReader(t *testing.T) {
+	q := &queue.Queue{Opts: queue.Options{Prefix: "p"}}
+	created := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		rec    job.Record
+		policy jetstream.DeliverPolicy
+	}{
+		{"from a sequence", job.Record{ID: "j", Created: created, ResultsFrom: 42}, jetstream.DeliverByStartSequencePolicy},
+		{"by time", job.Record{ID: "j", Created: created}, jetstream.DeliverByStartTimePolicy},
+		{"from the start", job.Record{ID: "j"}, jetstream.DeliverAllPolicy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := resultsReader(q, &tc.rec)
+			if cfg.DeliverPolicy != tc.policy || len(cfg.FilterSubjects) != 1 || cfg.FilterSubjects[0] != "p.results.j.>" {
+				t.Fatalf("config %+v", cfg)
+			}
+			switch tc.policy {
+			case jetstream.DeliverByStartSequencePolicy:
+				if cfg.OptStartSeq != 42 {
+					t.Errorf("start sequence %d, want 42", cfg.OptStartSeq)
+				}
+			case jetstream.DeliverByStartTimePolicy:
+				if cfg.OptStartTime == nil || !cfg.OptStartTime.Equal(created.Add(-startSlack)) {
+					t.Errorf("start time %v, want %v", cfg.OptStartTime, created.Add(-startSlack))
+				}
+			}
+		})
+	}
 }

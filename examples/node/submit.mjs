@@ -10,7 +10,7 @@
 // --prefix P (default $SUDOKU_QUEUE_SUBJECT_PREFIX, else "sudoku"),
 // --timeout SECONDS to wait for the results (default 300).
 import { readFile } from "node:fs/promises";
-import { connect, StringCodec } from "nats";
+import { connect, DeliverPolicy, StringCodec } from "nats";
 
 const usage = "usage: node submit.mjs [--server URL] [--prefix P] [--timeout SECONDS] FILE";
 
@@ -88,8 +88,13 @@ try {
   // Every results message is one batch; batches cover consecutive lines,
   // so printing them by batch index prints the results in input order.
   // They arrive in the order the workers finish them: hold the early ones.
+  // start_seq: no result of the job is before it, so the server need not
+  // look through every older job's results.
   const js = nc.jetstream();
-  const consumer = await js.consumers.get(job.results.stream, { filterSubjects: job.results.filter });
+  const from = job.results.start_seq
+    ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: job.results.start_seq }
+    : {};
+  const consumer = await js.consumers.get(job.results.stream, { filterSubjects: job.results.filter, ...from });
   const messages = await consumer.consume();
   const held = new Map();
   let next = 0;

@@ -77,6 +77,13 @@ type Record struct {
 	// Error says why a Failed job failed.
 	Error   string    `json:"error,omitempty"`
 	Created time.Time `json:"created"`
+	// ResultsFrom is a sequence of the results stream at or before the
+	// job's first result (the stream's last one, plus one, when the
+	// record was created): its readers start there, instead of looking
+	// through every older job's results. 0 (a record of an older
+	// producer, or one that could not ask) makes them start at Created,
+	// less a margin.
+	ResultsFrom uint64 `json:"results_from,omitempty"`
 	// Heartbeat is when the producer last said it was publishing: at
 	// least every HeartbeatEvery while the job is Publishing.
 	Heartbeat time.Time `json:"heartbeat,omitzero"`

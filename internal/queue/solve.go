@@ -201,16 +201,20 @@ type InvalidLine struct {
 
 // ResultsInfo says where a job's results are: one message per batch, on
 // Filter's subjects (Prefix.results.<job>.<batch>) in Stream, in Form
-// (FormJSON or FormBinary).
+// (FormJSON or FormBinary), none before the stream's sequence StartSeq
+// (0: unknown), where a reader may start instead of at the stream's
+// first message.
 type ResultsInfo struct {
-	Stream string `json:"stream"`
-	Filter string `json:"filter"`
-	Form   string `json:"form"`
+	Stream   string `json:"stream"`
+	Filter   string `json:"filter"`
+	Form     string `json:"form"`
+	StartSeq uint64 `json:"start_seq,omitempty"`
 }
 
-// ResultsOf returns where the results of job id are, in form.
-func (o Options) ResultsOf(id, form string) ResultsInfo {
-	return ResultsInfo{Stream: o.ResultsStream(), Filter: o.ResultsFilter(id), Form: form}
+// ResultsOf returns where the results of job id are, in form, from the
+// sequence startSeq on (the job record's ResultsFrom).
+func (o Options) ResultsOf(id, form string, startSeq uint64) ResultsInfo {
+	return ResultsInfo{Stream: o.ResultsStream(), Filter: o.ResultsFilter(id), Form: form, StartSeq: startSeq}
 }
 
 // StatusRequest is the JSON form of a request to the status endpoint; the

@@ -135,7 +135,7 @@ func (h *handler) submit(req micro.Request) {
 		form = queue.FormJSON
 	}
 	rep := queue.SubmitReply{Job: sub.ID, Lines: sub.Lines, Invalid: sub.Invalid, Cached: sub.Cached,
-		Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches, Results: h.q.Opts.ResultsOf(sub.ID, form)}
+		Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches, Results: h.q.Opts.ResultsOf(sub.ID, form, sub.ResultsFrom)}
 	for _, r := range sub.InvalidLines {
 		rep.InvalidLines = append(rep.InvalidLines, queue.InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
 	}
@@ -227,7 +227,7 @@ func statusReply(o queue.Options, st *producer.Status) queue.StatusReply {
 		Batches: r.Batches, BatchesDone: st.BatchesDone, LinesDone: st.LinesDone,
 		Counts:   make(map[string]int64, len(st.Counts)),
 		Complete: (r.State == job.Published || r.State == job.Finished) && st.BatchesDone >= r.Batches,
-		Created:  r.Created, Results: o.ResultsOf(r.ID, form)}
+		Created:  r.Created, Results: o.ResultsOf(r.ID, form, r.ResultsFrom)}
 	for k, n := range st.Counts {
 		rep.Counts[string(k)] = n
 	}

@@ -114,7 +114,10 @@ func readResults(t *testing.T, js jetstream.JetStream, rep *queue.SubmitReply) [
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := js.OrderedConsumer(ctx, rep.Results.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{rep.Results.Filter}})
+	// As the protocol says a client may: from start_seq, where every
+	// result of the job is.
+	c, err := js.OrderedConsumer(ctx, rep.Results.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{rep.Results.Filter},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: rep.Results.StartSeq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +235,8 @@ func TestSubmit(t *testing.T) {
 					if err := json.Unmarshal(data, &rep); err != nil {
 						t.Fatalf("submit reply %s: %v", data, err)
 					}
-					want := queue.ResultsInfo{Stream: tq.Opts.ResultsStream(), Filter: tq.Opts.ResultsFilter(rep.Job), Form: tc.form}
+					want := queue.ResultsInfo{Stream: tq.Opts.ResultsStream(), Filter: tq.Opts.ResultsFilter(rep.Job), Form: tc.form,
+						StartSeq: max(1, rep.Results.StartSeq)}
 					if rep.Results != want || rep.Invalid != tc.invalid || len(rep.InvalidLines) != int(tc.invalid) || rep.Repeated != 0 && tc.form == queue.FormJSON {
 						t.Fatalf("submit reply %s: want results %+v and %d invalid lines", data, want, tc.invalid)
 					}
