@@ -123,8 +123,10 @@ func (r *Redis) Get(ctx context.Context, keys []job.Key) ([]*job.Outcome, error)
 			continue
 		}
 		o, err := job.DecodeCacheValue([]byte(s))
-		if err != nil || !cacheable(&o) {
-			continue // another version's value, or garbage: a miss
+		if err != nil || !cacheable(&o) || job.KeyOf(&o.Puzzle) != keys[i] {
+			// Another version's value, garbage, or (the Redis key holding
+			// half of the puzzle's) another puzzle's: a miss.
+			continue
 		}
 		out[i] = &o
 	}

@@ -164,8 +164,11 @@ func TestCorruptValueIsAMiss(t *testing.T) {
 	testenv.CleanupPrefix(t, rdb, prefix)
 	c := NewRedis(rdb, RedisOptions{Prefix: prefix})
 	k, _ := solved(t, p1, solver.Options{})
-	// A value of the old text format, and garbage: misses, not errors.
-	for _, v := range []string{"v1|unique|0|123|81|....|", "\x01\x00"} {
+	_, o2 := solved(t, p2, solver.Options{})
+	// A value of the old text format, garbage, and the value of another
+	// puzzle (whose key would share the first half of k's): misses, not
+	// errors.
+	for _, v := range []string{"v1|unique|0|123|81|....|", "\x01\x00", string(job.AppendCacheValue(nil, &o2))} {
 		if err := rdb.Set(ctx, c.Key(k), v, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
