@@ -36,33 +36,26 @@ import (
 //
 // On success the Grid is valid (Validate returns nil); on error it is the
 // zero Grid. Parse allocates nothing unless it returns an error.
-func Parse(s string) (Grid, error) {
-	if len(s) > MaxInputLen {
-		return Grid{}, &ParseError{Kind: TooLong, Len: len(s)}
-	}
-	if g, ok := oneLine(s); ok {
-		if err := g.Validate(); err != nil {
-			return Grid{}, err
-		}
-		return g, nil
-	}
-	return parseText(s)
-}
+func Parse(s string) (Grid, error) { return parse(s) }
 
 // ParseBytes is Parse(string(b)), without the copy when b is one line of
 // 81 cells: a caller with the text in a buffer saves an allocation per
 // puzzle.
-func ParseBytes(b []byte) (Grid, error) {
-	if len(b) > MaxInputLen {
-		return Grid{}, &ParseError{Kind: TooLong, Len: len(b)}
+func ParseBytes(b []byte) (Grid, error) { return parse(b) }
+
+// parse is Parse and ParseBytes: the fast path on t as it is, the rest on
+// a string (the same string for Parse, a copy for ParseBytes).
+func parse[T string | []byte](t T) (Grid, error) {
+	if len(t) > MaxInputLen {
+		return Grid{}, &ParseError{Kind: TooLong, Len: len(t)}
 	}
-	if g, ok := oneLine(b); ok {
+	if g, ok := oneLine(t); ok {
 		if err := g.Validate(); err != nil {
 			return Grid{}, err
 		}
 		return g, nil
 	}
-	return parseText(string(b))
+	return parseText(string(t))
 }
 
 // oneLine is the fast path of Parse: t is one line of exactly 81 cell
