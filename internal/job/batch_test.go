@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -555,5 +557,50 @@ func TestJSONResultsRoundTrip(t *testing.T) {
 		if _, err := DecodeJSONResults([]byte(bad)); !errors.Is(err, ErrDecode) {
 			t.Errorf("DecodeJSONResults(%s) = %v, want ErrDecode", bad, err)
 		}
+	}
+}
+
+// TestSolutionOK checks the unrolled rule check of Check against
+// solver's Validate, on solutions of the fixture broken at random: cells
+// swapped, set to any value a decoded cell can have (0-15), givens
+// changed.
+func TestSolutionOK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := outcomes(t)["unique"]
+	good, bad := 0, 0
+	for range 20000 {
+		o := base
+		switch rng.IntN(4) {
+		case 0: // intact, relabelled: valid
+			perm := rng.Perm(9)
+			for i := range o.Solution {
+				o.Solution[i] = uint8(perm[o.Solution[i]-1] + 1)
+				if o.Puzzle[i] != 0 {
+					o.Puzzle[i] = o.Solution[i]
+				}
+			}
+		case 1:
+			i, j := rng.IntN(81), rng.IntN(81)
+			o.Solution[i], o.Solution[j] = o.Solution[j], o.Solution[i]
+		case 2:
+			o.Solution[rng.IntN(81)] = uint8(rng.IntN(16))
+		case 3:
+			o.Puzzle[rng.IntN(81)] = uint8(1 + rng.IntN(9))
+		}
+		want := !slices.Contains(o.Solution[:], 0) && o.Solution.Validate() == nil
+		for i, p := range o.Puzzle {
+			want = want && (p == 0 || p == o.Solution[i])
+		}
+		if got := o.solutionOK(); got != want {
+			t.Fatalf("solutionOK = %v, want %v:\npuzzle   %v\nsolution %v", got, want, o.Puzzle, o.Solution)
+		}
+		if want {
+			good++
+		} else {
+			bad++
+		}
+	}
+	if good < 4000 || bad < 4000 {
+		t.Errorf("%d good and %d bad solutions: the test needs more of each", good, bad)
 	}
 }
