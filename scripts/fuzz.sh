@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every fuzz target of sudoku-queue for a bounded time each: the puzzle
 # parser (with the solver behind it), the input reader, the work and
-# results batch decoders, and the configuration loader. CI runs it from
+# results batch decoders, the cache's value decoder, and the configuration
+# loader. CI runs it from
 # .ci/run; run it by hand for longer with FUZZTIME, e.g. FUZZTIME=5m.
 #
 # A failure leaves the input that found it in the package's
@@ -18,6 +19,7 @@ targets=(
   "./internal/input FuzzReader"
   "./internal/job FuzzDecodeWork"
   "./internal/job FuzzDecodeResults"
+  "./internal/job FuzzDecodeCacheValue"
   "./internal/config FuzzLoadYAML"
 )
 
