@@ -24,8 +24,16 @@ import (
 
 // Options tune Submit. The zero value works.
 type Options struct {
-	// BatchSize is the number of puzzles per message (default 256).
+	// BatchSize is the most puzzles a message holds (default 256).
 	BatchSize int
+	// FirstBatch is how many puzzles a job's first batch holds (default
+	// DefaultFirstBatch; at most BatchSize): each next batch holds twice
+	// as many as the last, up to BatchSize. The first results come back
+	// at once, and a small job still makes several batches for several
+	// workers, while a large one goes in batches of BatchSize, each of
+	// which costs the queue less a puzzle. FirstBatch >= BatchSize makes
+	// every batch BatchSize.
+	FirstBatch int
 	// MaxMessageBytes bounds a message's size (default 1 MiB); batches
 	// are cut short to fit.
 	MaxMessageBytes int
@@ -59,6 +67,10 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 		opts.BatchSize = 256
 	}
 	opts.BatchSize = min(opts.BatchSize, job.MaxBatch)
+	if opts.FirstBatch <= 0 {
+		opts.FirstBatch = DefaultFirstBatch
+	}
+	opts.FirstBatch = min(opts.FirstBatch, opts.BatchSize)
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 1 << 20
 	}
@@ -84,6 +96,9 @@ type Submitted struct {
 	// InvalidLines are the first invalid lines' results, to report.
 	InvalidLines []result.Result
 }
+
+// DefaultFirstBatch is Options.FirstBatch's default.
+const DefaultFirstBatch = 256
 
 // apiTimeout bounds each JetStream request: a stream that is gone or a
 // cluster without a leader fails the call instead of holding it for ever.
@@ -208,6 +223,9 @@ type submission struct {
 	// digests are those of the current manifest chunk's batches closed
 	// so far, published or not: its manifest as it is stored next.
 	digests []job.Digest
+	// batchSize is how many items the current batch takes:
+	// Options.FirstBatch at first, doubling to Options.BatchSize.
+	batchSize int
 	// flushAt is how many batches wait to be published before they are:
 	// 1 at first, so that the workers start at once, doubling to
 	// job.ManifestSpan, so that a large job stores few manifests.
@@ -230,6 +248,7 @@ type submission struct {
 func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	s.looking = !s.p.opts.Force && s.p.cache.Enabled()
 	s.flushAt = 1
+	s.batchSize = s.p.opts.FirstBatch
 	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.BatchSize))
 	for {
 		it, raw, err := in.NextRaw()
@@ -336,7 +355,7 @@ func (s *submission) add(ctx context.Context, in input.Item, raw []byte) error {
 	s.batch.Items = append(s.batch.Items, it)
 	s.size += size
 	s.item++
-	if len(s.batch.Items) >= s.p.opts.BatchSize {
+	if len(s.batch.Items) >= s.batchSize {
 		return s.closeBatch(ctx)
 	}
 	return nil
@@ -374,6 +393,7 @@ func (s *submission) closeBatch(ctx context.Context) error {
 	s.digests = append(s.digests, d)
 	s.sub.Queued += int64(solve)
 	s.next++
+	s.batchSize = min(2*s.batchSize, s.p.opts.BatchSize)
 	clear(b.Items)
 	*b, s.size = s.newBatch(b.Items), 0
 	if len(s.out) >= s.flushAt || len(s.digests) == job.ManifestSpan {

@@ -893,3 +893,57 @@ func TestResultsReader(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchesGrow checks the batches' sizes: FirstBatch (256 by default,
+// at most BatchSize) for the first, each next one twice the last, up to
+// BatchSize; and that the job's results are all there, in order.
+func TestBatchesGrow(t *testing.T) {
+	base := testenv.Puzzles(t, "testdata/17_clue_100.txt", 100)
+	for _, tc := range []struct {
+		name              string
+		lines             int
+		batch, firstBatch int
+		want              []int
+	}{
+		{"default first batch", 2000, 1024, 0, []int{256, 512, 1024, 208}},
+		{"first batch of BatchSize", 2000, 1024, 1024, []int{1024, 976}},
+		{"first batch above BatchSize", 250, 100, 0, []int{100, 100, 50}},
+		{"small batches", 200, 50, 10, []int{10, 20, 40, 50, 50, 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The base puzzles relabelled (their digits shifted, nine ways),
+			// so that most lines are new puzzles; repeats are items of
+			// their batches all the same.
+			lines := make([]string, tc.lines)
+			for i := range lines {
+				shift := byte(i / len(base))
+				lines[i] = strings.Map(func(r rune) rune {
+					if r >= '1' && r <= '9' {
+						return rune('1' + (byte(r-'1')+shift)%9)
+					}
+					return r
+				}, base[i%len(base)])
+			}
+			text := strings.Join(lines, "\n")
+			e := newEnv(t, "embedded")
+			e.worker(worker.Options{})
+			sub := e.submit(text, Options{BatchSize: tc.batch, FirstBatch: tc.firstBatch, Force: true})
+			got, rec := e.follow(sub.ID, FollowOptions{})
+			same(t, got, local(t, text, false))
+			if rec.Batches != int64(len(tc.want)) {
+				t.Fatalf("%d batches, want %d", rec.Batches, len(tc.want))
+			}
+			ctx := context.Background()
+			for i, n := range tc.want {
+				m, err := e.q.Results.GetLastMsgForSubject(ctx, e.q.Opts.ResultSubject(sub.ID, uint64(i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := job.DecodeAnyResults(m.Data)
+				if err != nil || len(b.Items) != n {
+					t.Errorf("batch %d: %d items (%v), want %d", i, len(b.Items), err, n)
+				}
+			}
+		})
+	}
+}

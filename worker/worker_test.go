@@ -78,7 +78,7 @@ func (e *env) worker(opts Options) *Worker {
 
 func (e *env) submit(puzzles []string, size int) string {
 	e.t.Helper()
-	p := producer.New(e.q.Queue, e.cache, producer.Options{BatchSize: size, Logger: quiet})
+	p := producer.New(e.q.Queue, e.cache, producer.Options{BatchSize: size, FirstBatch: size, Logger: quiet})
 	sub, err := p.Submit(context.Background(), input.NewReader(strings.NewReader(strings.Join(puzzles, "\n"))))
 	if err != nil {
 		e.t.Fatal(err)

@@ -79,6 +79,7 @@ func openConn(cmd *cobra.Command, oo app.OpenOptions) (*config.Config, *slog.Log
 func producerOptions(cfg *config.Config, log *slog.Logger, force, first bool) producer.Options {
 	return producer.Options{
 		BatchSize:       cfg.Queue.BatchSize,
+		FirstBatch:      cfg.Queue.FirstBatchSize,
 		MaxMessageBytes: cfg.Queue.MaxMessageBytes,
 		Force:           force,
 		FirstSolution:   first,

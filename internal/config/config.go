@@ -168,8 +168,11 @@ type QueueConfig struct {
 	// MaxAckPending bounds the messages delivered and not yet
 	// acknowledged across all workers: at least the fleet's total fetch.
 	MaxAckPending int `mapstructure:"max_ack_pending"`
-	// BatchSize is the number of puzzles per message.
+	// BatchSize is the most puzzles per message.
 	BatchSize int `mapstructure:"batch_size"`
+	// FirstBatchSize is how many puzzles a job's first message holds;
+	// each next one holds twice as many, up to BatchSize.
+	FirstBatchSize int `mapstructure:"first_batch_size"`
 	// MaxMessageBytes bounds a message's payload, checked by publishers
 	// and workers (the server's max_payload must be at least this).
 	MaxMessageBytes int `mapstructure:"max_message_bytes"`
@@ -276,7 +279,8 @@ func Default() *Config {
 			MaxDeliver:        5,
 			Backoff:           []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute},
 			MaxAckPending:     1024,
-			BatchSize:         1024,
+			BatchSize:         4096,
+			FirstBatchSize:    256,
 			MaxMessageBytes:   1 << 20,
 			DLQStream:         "SUDOKU_DLQ",
 			PublishMaxPending: 256,

@@ -541,7 +541,7 @@ func formatRaw(raw any) string {
 var flagUsage = map[string]string{
 	"nats.url":           "NATS server `URLs`, comma-separated",
 	"redis.addrs":        "Redis `host:port` addresses, comma-separated: one server, a cluster, or Sentinels with redis.master_name",
-	"queue.batch_size":   "`puzzles` per queue message",
+	"queue.batch_size":   "the most `puzzles` per queue message",
 	"worker.concurrency": "solving goroutines per worker; 0 means GOMAXPROCS",
 	"metrics.addr":       "serve /metrics, /healthz and /readyz on this `host:port`; empty: off",
 	"log.level":          "log `level`: debug, info, warn or error",

@@ -193,7 +193,7 @@ func TestLogValue(t *testing.T) {
 	if _, ok := nats["token"]; ok {
 		t.Errorf("unset nats.token is logged: %v", nats)
 	}
-	if line.Config["queue"]["ack_wait"] != "10s" || line.Config["queue"]["batch_size"] != float64(1024) {
+	if line.Config["queue"]["ack_wait"] != "10s" || line.Config["queue"]["batch_size"] != float64(4096) {
 		t.Errorf("queue: %v", line.Config["queue"])
 	}
 }

@@ -168,6 +168,9 @@ func (c Config) problems() []error {
 	if q.BatchSize < 1 || q.BatchSize > maxBatchSize {
 		p.add("queue.batch_size", q.BatchSize, fmt.Sprintf("must be between 1 and %d", maxBatchSize))
 	}
+	if q.FirstBatchSize < 1 || q.FirstBatchSize > maxBatchSize {
+		p.add("queue.first_batch_size", q.FirstBatchSize, fmt.Sprintf("must be between 1 and %d", maxBatchSize))
+	}
 	if q.MaxMessageBytes < 1 || q.MaxMessageBytes > maxMessageBytes {
 		p.add("queue.max_message_bytes", q.MaxMessageBytes, fmt.Sprintf("must be between 1 and %d (64 MiB)", maxMessageBytes))
 	}

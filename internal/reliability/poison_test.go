@@ -138,7 +138,7 @@ func TestWorkerDiesOnEveryDelivery(t *testing.T) {
 	t.Parallel()
 	const n = 2000 // one batch of hard puzzles: long enough to kill its worker in the middle
 	s := newSys(t, options{env: []string{"SUDOKU_QUEUE_MAX_DELIVER=2", "SUDOKU_QUEUE_ACK_WAIT=1s",
-		"SUDOKU_QUEUE_BACKOFF=100ms", "SUDOKU_QUEUE_BATCH_SIZE=2000", "SUDOKU_WORKER_CONCURRENCY=1"}})
+		"SUDOKU_QUEUE_BACKOFF=100ms", "SUDOKU_QUEUE_BATCH_SIZE=2000", "SUDOKU_QUEUE_FIRST_BATCH_SIZE=2000", "SUDOKU_WORKER_CONCURRENCY=1"}})
 	ctx := context.Background()
 	file, puzzles := genFile(t, hardest, n, 9)
 	id := s.submit(file)
