@@ -42,7 +42,8 @@ type Options struct {
 	FirstSolution bool `json:"first_solution,omitempty"`
 	// Force: solve every puzzle, even those in the cache.
 	Force bool `json:"force,omitempty"`
-	// BatchSize: items per batch.
+	// BatchSize: the most items a batch holds (the first ones hold
+	// fewer: producer.Options.FirstBatch, doubling).
 	BatchSize int `json:"batch_size"`
 	// JSONResults: results messages in the JSON form (JSONResults), and
 	// no Repeat items, so that any client can read them.
