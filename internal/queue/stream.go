@@ -386,8 +386,12 @@ func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstre
 		// as CreateOrUpdateStream does: nats-server 2.9.10 crashed
 		// (stream.update) on such an update when a worker and a producer
 		// started at once. One created meanwhile is compared below.
-		if s, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, cfg.Name) // by another client meanwhile
+		if s, err = js.CreateStream(ctx, cfg); createdMeanwhile(err) {
+			// By another client meanwhile; an overlap with a stream of
+			// another name stays the error.
+			if other, serr := js.Stream(ctx, cfg.Name); serr == nil {
+				s, err = other, nil
+			}
 		}
 	}
 	// Only a stream that differs is updated: an update costs a round of
@@ -400,6 +404,21 @@ func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstre
 		return nil, fmt.Errorf("queue: create stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// errSubjectsOverlap is JetStream's error code for a stream whose subjects
+// overlap another's, which a create also gets when another client creates
+// the same stream at that moment.
+const errSubjectsOverlap jetstream.ErrorCode = 10065
+
+// createdMeanwhile reports whether err, from creating a stream, may say
+// that another client created it at the same time: its name is in use,
+// or its subjects overlap (seen in CI when a worker and a producer set up
+// at once).
+func createdMeanwhile(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == errSubjectsOverlap
 }
 
 // Delete removes the streams and the bucket (and so the consumers); tests

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -238,5 +239,24 @@ func streamUpdates(t *testing.T, nc *nats.Conn) func() map[string]int {
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(got)
+	}
+}
+
+func TestCreatedMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"name in use", jetstream.ErrStreamNameAlreadyInUse, true},
+		{"subjects overlap", fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: 10065,
+			Description: "subjects overlap with an existing stream"}), true},
+		{"another API error", &jetstream.APIError{Code: 500, ErrorCode: 10049}, false},
+		{"no error", nil, false},
+		{"timeout", context.DeadlineExceeded, false},
+	} {
+		if got := queue.CreatedMeanwhile(tc.err); got != tc.want {
+			t.Errorf("%s: createdMeanwhile(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
