@@ -332,10 +332,15 @@ func (o Options) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstre
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		// A create that finds the bucket is never turned into an update
 		// (see stream).
-		if kv, err = js.CreateKeyValue(ctx, cfg); !errors.Is(err, jetstream.ErrBucketExists) {
-			return kv, err // created here
+		if kv, err = js.CreateKeyValue(ctx, cfg); err == nil {
+			return kv, nil // created here
 		}
-		kv, err = js.KeyValue(ctx, cfg.Bucket) // by another client meanwhile
+		if createdMeanwhile(err) {
+			// By another client meanwhile (see stream).
+			if other, kerr := js.KeyValue(ctx, cfg.Bucket); kerr == nil {
+				kv, err = other, nil
+			}
+		}
 	}
 	if err != nil || !o.Update {
 		return kv, err
@@ -411,13 +416,13 @@ func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstre
 // the same stream at that moment.
 const errSubjectsOverlap jetstream.ErrorCode = 10065
 
-// createdMeanwhile reports whether err, from creating a stream, may say
-// that another client created it at the same time: its name is in use,
-// or its subjects overlap (seen in CI when a worker and a producer set up
-// at once).
+// createdMeanwhile reports whether err, from creating a stream or a
+// bucket (a stream too), may say that another client created it at the
+// same time: its name is in use, or its subjects overlap (seen in CI when
+// a worker and a producer set up at once).
 func createdMeanwhile(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) ||
 		errors.As(err, &apiErr) && apiErr.ErrorCode == errSubjectsOverlap
 }
 

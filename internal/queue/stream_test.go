@@ -249,6 +249,7 @@ func TestCreatedMeanwhile(t *testing.T) {
 		want bool
 	}{
 		{"name in use", jetstream.ErrStreamNameAlreadyInUse, true},
+		{"bucket exists", jetstream.ErrBucketExists, true},
 		{"subjects overlap", fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: 10065,
 			Description: "subjects overlap with an existing stream"}), true},
 		{"another API error", &jetstream.APIError{Code: 500, ErrorCode: 10049}, false},
