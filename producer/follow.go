@@ -506,17 +506,16 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 	notFound := 0
 	for {
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
-		m, err := f.jobs.Manifest(actx, f.id, job.ManifestChunk(index))
+		m, err := f.jobs.ManifestOf(actx, f.id, index)
 		cancel()
 		if err == nil {
 			f.manifest = m
-			if d, ok := m.Lookup(index); ok {
-				return d, true, nil
-			}
-			err = job.ErrNotFound // a replica behind the one the worker read
+			d, _ := m.Lookup(index)
+			return d, true, nil
 		}
 		if errors.Is(err, job.ErrNotFound) {
-			// A replica may lag behind the leader: ask again a few times.
+			// As the leader has it (job.Store.ManifestOf); asked again a
+			// few times in case of a leader just elected.
 			if notFound++; notFound > 3 {
 				return job.Digest{}, false, nil
 			}

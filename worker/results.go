@@ -28,21 +28,18 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 	}
 	// A manifest read earlier may hold fewer batches than now (the
 	// producer stores a chunk's manifest again as it publishes more of
-	// its batches): one without this batch is read again at once. And a
-	// replica of the jobs bucket may lag behind its leader by a few
-	// milliseconds (reads go to any replica): what is not found then is
-	// asked again a few times before the batch is refused.
+	// its batches): one without this batch is read again, from the
+	// bucket's leader when a replica's does not list it either (see
+	// job.Store.ManifestOf). What the leader does not list is asked again
+	// a few times before the batch is refused, in case of a leader just
+	// elected.
 	var m *job.Manifest
 	var err error
 	for wait := time.Duration(0); ; wait = max(2*wait, 50*time.Millisecond) {
-		m, err = w.mf.get(ctx, w.jobs, b.Job, job.ManifestChunk(b.Index))
-		if err == nil && !m.Has(b.Index) {
-			err = job.ErrNotFound
-		}
+		m, err = w.mf.get(ctx, w.jobs, b.Job, b.Index)
 		if !errors.Is(err, job.ErrNotFound) || wait > time.Second {
 			break
 		}
-		w.mf.forget(b.Job, job.ManifestChunk(b.Index))
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -147,22 +144,17 @@ type manifestCache struct {
 
 const maxManifests = 4096
 
-// forget drops a manifest, so that the next get reads it again.
-func (c *manifestCache) forget(id string, chunk uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, id+"/"+strconv.FormatUint(chunk, 10))
-}
-
-func (c *manifestCache) get(ctx context.Context, s *job.Store, id string, chunk uint64) (*job.Manifest, error) {
-	k := id + "/" + strconv.FormatUint(chunk, 10)
+// get returns the manifest of job id that lists batch index: the one
+// kept, when it lists it, else one read anew (job.Store.ManifestOf).
+func (c *manifestCache) get(ctx context.Context, s *job.Store, id string, index uint64) (*job.Manifest, error) {
+	k := id + "/" + strconv.FormatUint(job.ManifestChunk(index), 10)
 	c.mu.Lock()
 	m := c.m[k]
 	c.mu.Unlock()
-	if m != nil {
+	if m != nil && m.Has(index) {
 		return m, nil
 	}
-	got, err := s.Manifest(ctx, id, chunk)
+	got, err := s.ManifestOf(ctx, id, index)
 	if err != nil {
 		return nil, err
 	}

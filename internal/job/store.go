@@ -2,11 +2,13 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -55,18 +57,91 @@ func (s *Store) Get(ctx context.Context, id string) (Record, uint64, error) {
 	if !ValidID(id) {
 		return Record{}, 0, fmt.Errorf("%w: %q is not a job id", ErrNotFound, id)
 	}
-	e, err := s.kv.Get(ctx, id)
+	value, rev, err := s.get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Record{}, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return Record{}, 0, fmt.Errorf("job %s: read record: %w", id, err)
 	}
-	r, err := DecodeRecord(e.Value())
+	r, err := DecodeRecord(value)
 	if err != nil {
 		return r, 0, fmt.Errorf("job %s: %w", id, err)
 	}
-	return r, e.Revision(), nil
+	return r, rev, nil
+}
+
+// get returns the value and revision of key; jetstream.ErrKeyNotFound
+// only when the bucket's leader has no such key. The bucket allows direct
+// gets, which any replica answers (kv.Get), and a replica behind its
+// leader (after a server of the cluster was lost, say) answers "not
+// found" for a key the leader has: a miss is asked again of the leader,
+// with STREAM.MSG.GET, before it is believed.
+func (s *Store) get(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := s.kv.Get(ctx, key)
+	if err == nil {
+		return e.Value(), e.Revision(), nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, err
+	}
+	return s.leaderGet(ctx, key)
+}
+
+// leaderGet reads key from the leader of the bucket's stream.
+func (s *Store) leaderGet(ctx context.Context, key string) ([]byte, uint64, error) {
+	bucket := s.kv.Bucket()
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{"$KV." + bucket + "." + key})
+	if err != nil {
+		return nil, 0, err
+	}
+	reply, err := s.js.Conn().RequestWithContext(ctx, s.apiPrefix()+".STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		Msg   *struct {
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+			Seq    uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("STREAM.MSG.GET of %s: %w", key, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, 0, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return nil, 0, resp.Error
+	case resp.Msg == nil:
+		return nil, 0, jetstream.ErrInvalidJetStreamResponse
+	}
+	if len(resp.Msg.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Msg.Header)
+		if err != nil {
+			return nil, 0, fmt.Errorf("STREAM.MSG.GET of %s: %w", key, err)
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return nil, 0, jetstream.ErrKeyNotFound
+		}
+	}
+	return resp.Msg.Data, resp.Msg.Seq, nil
+}
+
+// apiPrefix is the subject prefix of s's JetStream API requests.
+func (s *Store) apiPrefix() string {
+	o := s.js.Options()
+	switch {
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".")
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API"
+	}
+	return "$JS.API"
 }
 
 // PutManifest stores a manifest of job id.
@@ -80,14 +155,46 @@ func (s *Store) PutManifest(ctx context.Context, id string, m *Manifest) error {
 // Manifest returns manifest chunk of job id; ErrNotFound when there is
 // none.
 func (s *Store) Manifest(ctx context.Context, id string, chunk uint64) (Manifest, error) {
-	e, err := s.kv.Get(ctx, ManifestKey(id, chunk))
+	value, _, err := s.get(ctx, ManifestKey(id, chunk))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Manifest{}, fmt.Errorf("%w: %s has no manifest %d", ErrNotFound, id, chunk)
 	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("job %s: read manifest %d: %w", id, chunk, err)
 	}
-	return DecodeManifest(chunk, e.Value())
+	return DecodeManifest(chunk, value)
+}
+
+// ManifestOf returns the manifest of job id that lists batch index: the
+// chunk's manifest as a replica has it, or as the bucket's leader has it
+// when the replica's does not list the batch (a replica behind its
+// leader, or a manifest grown since). ErrNotFound when the leader's does
+// not list it either.
+func (s *Store) ManifestOf(ctx context.Context, id string, index uint64) (Manifest, error) {
+	chunk := ManifestChunk(index)
+	key := ManifestKey(id, chunk)
+	e, err := s.kv.Get(ctx, key)
+	switch {
+	case err == nil:
+		m, err := DecodeManifest(chunk, e.Value())
+		if err != nil || m.Has(index) {
+			return m, err
+		}
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return Manifest{}, fmt.Errorf("job %s: read manifest %d: %w", id, chunk, err)
+	}
+	value, _, err := s.leaderGet(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Manifest{}, fmt.Errorf("%w: %s has no manifest %d", ErrNotFound, id, chunk)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("job %s: read manifest %d: %w", id, chunk, err)
+	}
+	m, err := DecodeManifest(chunk, value)
+	if err == nil && !m.Has(index) {
+		err = fmt.Errorf("%w: manifest %d of %s does not list batch %d", ErrNotFound, chunk, id, index)
+	}
+	return m, err
 }
 
 // List returns the records of the newest jobs, newest first, at most

@@ -1,0 +1,77 @@
+package job_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+)
+
+// TestStoreReadsTheLeader checks the reads of the jobs bucket that do not
+// trust a replica's "not found": the leader's read (STREAM.MSG.GET) gives
+// what a direct get gives, and a key never stored, removed, or deleted is
+// not found by either; ManifestOf finds a listed batch and refuses one
+// that no manifest lists. On both servers: the JSON of the older one's
+// API differs in places.
+func TestStoreReadsTheLeader(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			q := testenv.NewQueue(t, server, queue.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s := job.NewStore(q.JS, q.Jobs)
+
+			rec := job.Record{V: 1, ID: job.NewID(), State: job.Publishing, Created: time.Now().UTC()}
+			rev, err := s.Create(ctx, &rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value, lrev, err := s.LeaderGet(ctx, rec.ID)
+			if err != nil || lrev != rev || !bytes.Equal(value, rec.Encode()) {
+				t.Fatalf("LeaderGet = %q, %d, %v; want %q, %d", value, lrev, err, rec.Encode(), rev)
+			}
+			if got, grev, err := s.Get(ctx, rec.ID); err != nil || grev != rev || got.ID != rec.ID {
+				t.Fatalf("Get = %+v, %d, %v", got, grev, err)
+			}
+
+			m := job.Manifest{Chunk: 0, Digests: []job.Digest{{1}, {2}}}
+			if err := s.PutManifest(ctx, rec.ID, &m); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.ManifestOf(ctx, rec.ID, 1); err != nil || !got.Has(1) {
+				t.Errorf("ManifestOf(batch 1) = %+v, %v", got, err)
+			}
+			for _, index := range []uint64{2, job.ManifestSpan} { // not listed; no manifest
+				if got, err := s.ManifestOf(ctx, rec.ID, index); !errors.Is(err, job.ErrNotFound) {
+					t.Errorf("ManifestOf(batch %d) = %+v, %v; want ErrNotFound", index, got, err)
+				}
+			}
+
+			deleted := job.NewID()
+			if _, err := q.Jobs.Put(ctx, deleted, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Jobs.Delete(ctx, deleted); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, rec.ID); err != nil {
+				t.Fatal(err)
+			}
+			for _, key := range []string{rec.ID, job.ManifestKey(rec.ID, 0), deleted, job.NewID()} {
+				if value, _, err := s.LeaderGet(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+					t.Errorf("LeaderGet(%s) = %q, %v; want ErrKeyNotFound", key, value, err)
+				}
+			}
+			if _, _, err := s.Get(ctx, rec.ID); !errors.Is(err, job.ErrNotFound) {
+				t.Errorf("Get of a removed job: %v; want ErrNotFound", err)
+			}
+		})
+	}
+}
