@@ -156,6 +156,10 @@ type OpenOptions struct {
 	// the configuration (queue.Options.Update): for workers, which own
 	// them. Other commands use them as they are.
 	UpdateQueue bool
+	// NoConsumer leaves the workers' consumer out of the set-up
+	// (queue.Options.NoConsumer): for commands that only submit work or
+	// read jobs and dead letters.
+	NoConsumer bool
 	// Drain makes Close drain the NATS connection, so that what its
 	// subscriptions received is handled before it closes: for servers
 	// (workers, the HTTP API). Other commands have nothing in flight when
@@ -257,6 +261,7 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 	}
 	qo := QueueOptions(cfg.Queue, cfg.Job.ResultTTL)
 	qo.Update = oo.UpdateQueue || c.Embedded != nil
+	qo.NoConsumer = oo.NoConsumer
 	c.Queue, err = setupQueue(ctx, c.JS, qo, log)
 	if err != nil {
 		return jetStreamError(cfg.NATS.URL, err)

@@ -52,7 +52,7 @@ its body decodes. --format jsonl writes one JSON object per message.`,
 			if format != string(result.Text) && format != string(result.JSONL) {
 				return usageErrorf("--format %q: want %s or %s", format, result.Text, result.JSONL)
 			}
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ not be replayed; the others are replayed all the same.`,
 				seqs = append(seqs, s)
 			}
 			ctx := cmd.Context()
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}

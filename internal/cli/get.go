@@ -60,7 +60,7 @@ and the answer awaited.`,
 			}
 			// Without --solve the cache is all there is; with it, a
 			// cache that is down is only a miss.
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoNATS: !solve, RequireCache: !solve})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoNATS: !solve, RequireCache: !solve, NoConsumer: true})
 			if err != nil {
 				return err
 			}

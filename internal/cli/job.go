@@ -33,7 +33,7 @@ them; these commands need NATS only.`,
 		Short: "Print a job's progress and counts by status",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 				return err
 			}
 			defer out.Close()
-			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 		Short: "List the newest jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,7 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 		Short: "Remove jobs: their pending work, results and records",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true})
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}

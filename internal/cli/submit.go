@@ -58,7 +58,7 @@ it later.`,
 				}
 				defer out.Close()
 			}
-			cfg, log, conn, err := openConn(cmd, app.OpenOptions{})
+			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoConsumer: true})
 			if err != nil {
 				return err
 			}

@@ -81,6 +81,13 @@ type Options struct {
 	// that a client with other settings (replicas, ack wait) never
 	// rewrites what a deployment shares.
 	Update bool
+	// NoConsumer makes Setup leave the workers' consumer alone (Queue.Work
+	// stays nil): for commands that only publish work or read jobs, which
+	// then do not wait on the consumer's leader (a cluster that lost a
+	// server elects it anew; until then its info request goes unanswered).
+	// Work published before any worker created the consumer waits in the
+	// stream for it.
+	NoConsumer bool
 }
 
 func (o *Options) defaults() {
@@ -186,7 +193,8 @@ const (
 type Queue struct {
 	JS   jetstream.JetStream
 	Opts Options
-	// Work is the durable pull consumer the workers share.
+	// Work is the durable pull consumer the workers share (nil with
+	// Options.NoConsumer).
 	Work jetstream.Consumer
 	// Results is the results stream.
 	Results jetstream.Stream
@@ -194,10 +202,11 @@ type Queue struct {
 	Jobs jetstream.KeyValue
 }
 
-// Setup creates the work stream and its consumer, the results stream,
-// the jobs bucket and the dead-letter stream when they are missing, and
-// with Options.Update also brings existing ones to these Options. It is
-// idempotent: every worker and producer calls it at start-up.
+// Setup creates the work stream and its consumer (unless
+// Options.NoConsumer), the results stream, the jobs bucket and the
+// dead-letter stream when they are missing, and with Options.Update also
+// brings existing ones to these Options. It is idempotent: every worker
+// and producer calls it at start-up.
 func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, error) {
 	o.defaults()
 	storage := jetstream.FileStorage
@@ -220,7 +229,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 			MaxMsgSize:  o.MaxMsgBytes,
 			Duplicates:  o.duplicates(o.MaxAge),
 			Discard:     jetstream.DiscardNew, // a full queue refuses work rather than lose it
-		}); err != nil {
+		}); err != nil || o.NoConsumer {
 			return err
 		}
 		cc := jetstream.ConsumerConfig{

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -259,5 +260,56 @@ func TestCreatedMeanwhile(t *testing.T) {
 		if got := queue.CreatedMeanwhile(tc.err); got != tc.want {
 			t.Errorf("%s: createdMeanwhile(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestSetupWithoutConsumer checks that Options.NoConsumer leaves the
+// workers' consumer out, and that work published before any worker set
+// the consumer up is delivered once one does.
+func TestSetupWithoutConsumer(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			q := testenv.NewQueue(t, server, queue.Options{})
+			o := q.Opts
+			if err := q.JS.DeleteConsumer(ctx, o.Stream, o.Consumer+"-bulk"); err != nil {
+				t.Fatal(err)
+			}
+			producer := o
+			producer.NoConsumer = true
+			pq, err := queue.Setup(ctx, q.JS, producer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pq.Work != nil {
+				t.Error("Setup with NoConsumer returned a consumer")
+			}
+			if _, err := q.JS.Consumer(ctx, o.Stream, o.Consumer+"-bulk"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				t.Fatalf("after Setup with NoConsumer, the consumer: %v; want ErrConsumerNotFound", err)
+			}
+			if _, err := q.JS.Publish(ctx, o.WorkSubject("06h3nocons"), []byte("early")); err != nil {
+				t.Fatal(err)
+			}
+			wq, err := queue.Setup(ctx, q.JS, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch, err := wq.Work.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for m := range batch.Messages() {
+				n++
+				if string(m.Data()) != "early" {
+					t.Errorf("delivered %q, want the work published before the consumer", m.Data())
+				}
+				_ = m.Ack()
+			}
+			if n != 1 {
+				t.Errorf("%d messages delivered, want 1 (%v)", n, batch.Error())
+			}
+		})
 	}
 }
