@@ -1,12 +1,14 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -96,6 +98,13 @@ func (s *Store) leaderGet(ctx context.Context, key string) ([]byte, uint64, erro
 	}{"$KV." + bucket + "." + key})
 	if err != nil {
 		return nil, 0, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// As the client's own requests: only the leader answers, and
+		// while a cluster elects one nobody does.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cmp.Or(s.js.Options().DefaultTimeout, 5*time.Second))
+		defer cancel()
 	}
 	reply, err := s.js.Conn().RequestWithContext(ctx, s.apiPrefix()+".STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
