@@ -161,19 +161,6 @@ func (s *Store) PutManifest(ctx context.Context, id string, m *Manifest) error {
 	return nil
 }
 
-// Manifest returns manifest chunk of job id; ErrNotFound when there is
-// none.
-func (s *Store) Manifest(ctx context.Context, id string, chunk uint64) (Manifest, error) {
-	value, _, err := s.get(ctx, ManifestKey(id, chunk))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Manifest{}, fmt.Errorf("%w: %s has no manifest %d", ErrNotFound, id, chunk)
-	}
-	if err != nil {
-		return Manifest{}, fmt.Errorf("job %s: read manifest %d: %w", id, chunk, err)
-	}
-	return DecodeManifest(chunk, value)
-}
-
 // ManifestOf returns the manifest of job id that lists batch index: the
 // chunk's manifest as a replica has it, or as the bucket's leader has it
 // when the replica's does not list the batch (a replica behind its
