@@ -237,15 +237,20 @@ func leadersOf(t testing.TB, q *queue.Queue) leaders {
 //     consumer, whose leader is moved off it first);
 //   - consumer_leader: the server leading the workers' bulk consumer,
 //     which holds their pull requests and takes their acks (and not the
-//     results stream, whose leader is moved off it first).
+//     results stream, whose leader is moved off it first);
+//   - jobs_bucket_leader: the server leading the jobs bucket, which holds
+//     the job's record and manifests (and neither of the others): the
+//     replicas left may be behind, and what one of them does not have
+//     must not make the waiter or a worker take the job for unknown.
 //
 // Each time the job completes with every result right and every count
 // exact; the workers and the waiter ride the failover out without a
 // restart; a batch whose publish or ack was lost with the server is
-// delivered again (redelivered > 0), and the workers' metrics account
-// for every delivery.
+// delivered again (redelivered > 0: the first two cases, where the
+// server held what every batch goes through), and the workers' metrics
+// account for every delivery.
 func TestClusterLosesAServerMidJob(t *testing.T) {
-	for _, victim := range []string{"results_stream_leader", "consumer_leader"} {
+	for _, victim := range []string{"results_stream_leader", "consumer_leader", "jobs_bucket_leader"} {
 		t.Run(victim, func(t *testing.T) { clusterLosesAServer(t, victim) })
 	}
 }
@@ -288,14 +293,26 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	// The two roles on two different servers, so that each case loses
 	// one of them only.
 	var l leaders
-	waitUntil(t, 30*time.Second, "the results stream and the bulk consumer led by two servers", func() bool {
+	alone := func(l leaders) bool {
+		if l.results == "" || l.consumer == "" || l.jobs == "" {
+			return false
+		}
+		if victimRole == "jobs_bucket_leader" {
+			return l.jobs != l.results && l.jobs != l.consumer
+		}
+		return l.results != l.consumer
+	}
+	waitUntil(t, 30*time.Second, "the "+victimRole+" alone on its server", func() bool {
 		l = leadersOf(t, q)
-		if l.results != "" && l.consumer != "" && l.results != l.consumer {
+		if alone(l) {
 			return true
 		}
-		if victimRole == "consumer_leader" {
+		switch victimRole {
+		case "consumer_leader":
 			stepDown(t, nc, q.Opts.ResultsStream(), "")
-		} else {
+		case "jobs_bucket_leader":
+			stepDown(t, nc, "KV_"+q.Opts.JobsBucket(), "")
+		default:
 			stepDown(t, nc, q.Opts.Stream, q.Opts.Consumer+"-bulk")
 		}
 		time.Sleep(time.Second)
@@ -345,10 +362,8 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	waitUntil(t, 30*time.Second, "the workers a tenth into the job", func() bool { return done() >= batches/10 })
 
 	l = leadersOf(t, q)
-	victimName := l.results
-	if victimRole == "consumer_leader" {
-		victimName = l.consumer
-	}
+	victimName := map[string]string{"results_stream_leader": l.results, "consumer_leader": l.consumer,
+		"jobs_bucket_leader": l.jobs}[victimRole]
 	var victim *natsNode
 	var survivors []*natsNode
 	for _, nd := range nodes {
@@ -358,7 +373,7 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 			survivors = append(survivors, nd)
 		}
 	}
-	if victim == nil || l.results == l.consumer {
+	if victim == nil || !alone(l) {
 		t.Fatalf("no %s to kill alone: %v", victimRole, l)
 	}
 	at := done()
@@ -469,7 +484,7 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 		handled, batches, acked, redelivered, solved, n)
 	extra := handled - float64(batches)
 	switch {
-	case redelivered == 0:
+	case redelivered == 0 && victimRole != "jobs_bucket_leader":
 		t.Errorf("no batch was delivered again after losing the %s; a batch in work then must have been", victimRole)
 	case acked < float64(batches):
 		t.Errorf("%v batches acked and %v handled for %d batches", acked, handled, batches)
