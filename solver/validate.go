@@ -1,5 +1,10 @@
 package solver
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // Validate checks that no digit repeats in a row, column or box and that
 // every cell holds 0-9. It returns nil or a *ParseError.
 //
@@ -7,7 +12,47 @@ package solver
 // one 27-bit mask per digit (bit u set when the digit is in unit u: rows
 // 0-8, columns 9-17, boxes 18-26); only when that pass finds a problem
 // does conflict find the first one, in cell order.
+//
+// The pass visits only the filled cells, found eight at a time
+// (occupied): a loop over every cell that skipped the empty ones
+// mispredicted that branch so often that a 17-clue puzzle took longer to
+// check than a full grid (237 against 90 ns now, 40 givens 426 against
+// 172; BenchmarkValidate). Nearly full grids take that loop
+// (validateDense), where the branch is predicted again.
 func (g *Grid) Validate() error {
+	var m0, m1 uint64 // the filled cells: 0-63, then 64-80
+	for k := range 8 {
+		m0 |= occupied(g[8*k:]) << (8 * k)
+	}
+	m1 = occupied(g[64:]) | occupied(g[72:])<<8 | uint64(min(g[80], 1))<<16
+	if bits.OnesCount64(m0)+bits.OnesCount64(m1) > denseGivens {
+		return g.validateDense()
+	}
+	var seen [16]uint32
+	var dup, over uint32
+	for base, m := range [2]uint64{m0, m1} {
+		for ; m != 0; m &= m - 1 {
+			i := 64*base + bits.TrailingZeros64(m)
+			v := g[i]
+			over |= (9 - uint32(v)) >> 31 // v > 9 (and then seen[v&15] means nothing)
+			u := cellUnits[i]
+			dup |= seen[v&15] & u
+			seen[v&15] |= u
+		}
+	}
+	if dup|over == 0 {
+		return nil
+	}
+	return g.conflict()
+}
+
+// denseGivens is the number of filled cells above which validateDense is
+// the faster: its branch on empty cells is predicted well again, and it
+// costs less a cell.
+const denseGivens = 64
+
+// validateDense is Validate by a pass over every cell.
+func (g *Grid) validateDense() error {
 	var seen [10]uint32
 	bad := false
 	for i, v := range g {
@@ -26,6 +71,15 @@ func (g *Grid) Validate() error {
 		return nil
 	}
 	return g.conflict()
+}
+
+// occupied returns a bit for each of the 8 cells at the start of cells
+// that is not 0 (bit i for cells[i]).
+func occupied(cells []byte) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	x := binary.LittleEndian.Uint64(cells)
+	high := (((x & low7) + low7) | x) &^ low7 // the high bit of each byte not 0
+	return (high >> 7) * 0x0102040810204080 >> 56
 }
 
 // cellUnits[i] has the bits of the row (0-8), column (9-17) and box

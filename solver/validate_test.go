@@ -6,9 +6,11 @@ import (
 	"testing"
 )
 
-// TestValidateFastPath checks Validate's mask pass against conflict, the
-// exact cell-by-cell check it falls back on, on grids made from solutions
-// by blanking cells and writing a few random values (0-11) over others.
+// TestValidateFastPath checks Validate's mask passes (over the filled
+// cells, or over every cell when more than denseGivens are filled)
+// against conflict, the exact cell-by-cell check it falls back on, on
+// grids made from solutions by blanking cells and writing a few random
+// values (0-11, sometimes any byte) over others.
 func TestValidateFastPath(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 8))
 	var sols []Grid
@@ -16,14 +18,22 @@ func TestValidateFastPath(t *testing.T) {
 		sols = append(sols, solve(t, &g, Options{}).Solution)
 	}
 	counts := map[ErrorKind]int{}
+	dense := 0
 	for i := 0; i < 20000; i++ {
-		g := removeGivens(&sols[i%len(sols)], 30+rng.IntN(50), rng)
+		blank := 30 + rng.IntN(50)
+		if i%4 == 0 {
+			blank = rng.IntN(81 - denseGivens) // the pass over every cell
+		}
+		g := removeGivens(&sols[i%len(sols)], blank, rng)
 		for k := rng.IntN(4); k > 0; k-- {
 			v := uint8(rng.IntN(12))
 			if rng.IntN(8) == 0 {
 				v = uint8(rng.IntN(256)) // bytes far from cells: no carry between them
 			}
 			g[rng.IntN(81)] = v
+		}
+		if g.Givens() > denseGivens {
+			dense++
 		}
 		err := g.Validate()
 		want := g.conflict()
@@ -39,7 +49,10 @@ func TestValidateFastPath(t *testing.T) {
 			counts[0]++
 		}
 	}
-	t.Logf("valid %d, conflict %d, bad digit %d", counts[0], counts[Conflict], counts[BadDigit])
+	t.Logf("valid %d, conflict %d, bad digit %d; %d dense", counts[0], counts[Conflict], counts[BadDigit], dense)
+	if dense < 1000 {
+		t.Errorf("only %d grids with more than %d givens: the test needs more", dense, denseGivens)
+	}
 	for _, k := range []ErrorKind{0, Conflict, BadDigit} {
 		if counts[k] < 1000 {
 			t.Errorf("only %d grids of kind %d: the test needs more", counts[k], k)
