@@ -195,8 +195,11 @@ func (s *state) init(g *Grid) {
 	var units [9]uint32 // per digit, the units (as in cellUnits) it is given in
 	var given [3]uint32 // per band, the given cells
 	var own [27]uint32  // per word, its digit's givens
-	for i, v := range g {
-		if v != 0 {
+	// The givens, by the bits of filled: not a branch on every cell.
+	for base, m := range g.filled() {
+		for ; m != 0; m &= m - 1 {
+			i := 64*base + bits.TrailingZeros64(m)
+			v := g[i]
 			b, bit := cellBand[i], cellBit[i]
 			units[v-1] |= cellUnits[i]
 			given[b] |= bit
