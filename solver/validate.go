@@ -82,7 +82,10 @@ func (g *Grid) filled() [2]uint64 {
 }
 
 // occupied returns a bit for each of the 8 cells at the start of cells
-// that is not 0 (bit i for cells[i]).
+// that is not 0 (bit i for cells[i]): the low 7 bits of each byte plus
+// 0x7f carry into its top bit when any is set, without a carry into the
+// next byte; or-ing the byte back in counts a top bit of its own; the
+// multiplication gathers the eight top bits into the top byte.
 func occupied(cells []byte) uint64 {
 	const low7 = 0x7f7f7f7f7f7f7f7f
 	x := binary.LittleEndian.Uint64(cells)
