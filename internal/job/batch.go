@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -394,29 +395,27 @@ func (d *decoder) str(limit int, what string) string {
 // low nibble 0) for up to MaxSparseGivens givens, else packed.
 func appendPuzzle(dst []byte, g *solver.Grid, version byte) []byte {
 	mask := givensMask(g)
-	if version == WorkVersionPacked || maskCount(mask[:]) > MaxSparseGivens {
+	count := maskCount(mask[:])
+	if version == WorkVersionPacked || count > MaxSparseGivens {
 		dst = append(dst, byte(Solve))
 		return AppendPacked(dst, g)
 	}
 	dst = append(dst, solveSparse)
 	dst = append(dst, mask[:]...)
-	var acc byte
+	// The givens' digits, two to a byte, written in place: dst grows once.
+	n := len(dst)
+	dst = slices.Grow(dst, (count+1)/2)
+	digits := dst[n : n+(count+1)/2]
+	clear(digits)
 	k := 0
-	for j, m := range mask {
+	for base, m := range maskWords(mask[:]) {
 		for ; m != 0; m &= m - 1 {
-			v := g[8*j+bits.TrailingZeros8(m)]
-			if k&1 == 0 {
-				acc = v << 4
-			} else {
-				dst = append(dst, acc|v&15)
-			}
+			v := g[64*base+bits.TrailingZeros64(m)]
+			digits[k>>1] |= v & 15 << (4 * (1 - k&1))
 			k++
 		}
 	}
-	if k&1 == 1 {
-		dst = append(dst, acc)
-	}
-	return dst
+	return dst[:n+len(digits)]
 }
 
 // sparseGrid reads a puzzle in the sparse form (appendPuzzle), one
@@ -445,9 +444,9 @@ func (d *decoder) sparseGrid(what string) solver.Grid {
 		return g
 	}
 	k := 0
-	for j, m := range mask {
+	for base, m := range maskWords(mask) {
 		for ; m != 0; m &= m - 1 {
-			i := 8*j + bits.TrailingZeros8(m)
+			i := 64*base + bits.TrailingZeros64(m)
 			v := digits[k>>1] >> (4 * (1 - k&1)) & 15
 			if v == 0 {
 				d.off = start

@@ -1,11 +1,11 @@
 package job
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -352,6 +352,37 @@ func givensMask(g *solver.Grid) (mask [maskLen]byte) {
 	return mask
 }
 
+// maskedGrid returns the cells of g that mask marks (givensMask's form),
+// the others 0: eight cells at a time, through byteMask, without a branch
+// on each given (their pattern would make it mispredict).
+func maskedGrid(g *solver.Grid, mask []byte) (out solver.Grid) {
+	for w := range 10 {
+		binary.LittleEndian.PutUint64(out[8*w:], binary.LittleEndian.Uint64(g[8*w:])&byteMask[mask[w]])
+	}
+	out[80] = g[80] & -(mask[10] & 1)
+	return out
+}
+
+// byteMask[m] has byte i all ones where bit i of m is set, else 0.
+var byteMask = func() (t [256]uint64) {
+	for m := range t {
+		for i := range 8 {
+			if m&(1<<i) != 0 {
+				t[m] |= 0xff << (8 * i)
+			}
+		}
+	}
+	return t
+}()
+
+// maskWords returns a givens mask as two words: cells 0-63, then 64-80
+// (bit i-64), for a loop over the givens by bits.TrailingZeros64 with no
+// loop per byte of the mask (whose exits the givens' pattern would make
+// mispredict).
+func maskWords(mask []byte) [2]uint64 {
+	return [2]uint64{binary.LittleEndian.Uint64(mask), uint64(mask[8]) | uint64(mask[9])<<8 | uint64(mask[10])<<16}
+}
+
 // maskCount returns how many cells a givens mask marks.
 func maskCount(mask []byte) int {
 	n := 0
@@ -406,18 +437,13 @@ func (d *decoder) outcome() Outcome {
 		}
 		// A solution has no blank: a given over a blank would not encode
 		// back to the same bytes.
-		if i := slices.Index(sol[:], 0); i >= 0 {
+		if i := bytes.IndexByte(sol[:], 0); i >= 0 {
 			d.off -= PackedLen
 			d.fail(fmt.Sprintf("solution with a blank cell %d", i+1))
 			return o
 		}
 		o.Solution = sol
-		for j, m := range mask {
-			for ; m != 0; m &= m - 1 {
-				i := 8*j + bits.TrailingZeros8(m)
-				o.Puzzle[i] = sol[i]
-			}
-		}
+		o.Puzzle = maskedGrid(&sol, mask)
 	case codeNone:
 		o.Puzzle = d.grid("puzzle")
 	case codeGaveUp:
