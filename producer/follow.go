@@ -84,7 +84,7 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 		opts.Logger = slog.Default()
 	}
 	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts,
-		pending: map[uint64]*pendingBatch{}, present: map[uint64]bool{}, counts: job.Counts{}}
+		pending: map[uint64]*pendingBatch{}, present: map[uint64]bool{}}
 	if err := f.readRecord(ctx); err != nil {
 		return f.rec, err
 	}
@@ -112,9 +112,9 @@ type follower struct {
 	present   map[uint64]bool          // later batches beyond the window: read again
 	recent    recentBatches            // the results messages of the last RepeatWindow items
 	manifest  job.Manifest             // the manifest chunk last read
-	counts    job.Counts
-	free      [][]job.Item // the items of batches passed on (spare)
-	cached    int64        // results from the cache passed on
+	counts    result.Summary           // of the results passed on
+	free      [][]job.Item             // the items of batches passed on (spare)
+	cached    int64                    // results from the cache passed on
 	lines     int64
 	waiting   string
 	downSince time.Time
@@ -564,7 +564,7 @@ func (f *follower) drain() error {
 			if it.Kind == job.Repeat {
 				r.Cached = false
 			}
-			f.counts[r.Status]++
+			f.counts.Add(r)
 			if r.Cached {
 				f.cached++
 			}
@@ -591,9 +591,7 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 		r := f.rec
 		r.State, r.Finished = job.Finished, time.Now().UTC()
 		r.Counts = map[result.Status]int64{}
-		for st, n := range f.counts {
-			r.Counts[st] = n
-		}
+		f.counts.Each(func(st result.Status, n int) { r.Counts[st] = int64(n) })
 		r.Cached = f.cached // by the producer and by the workers
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		rev, err := f.jobs.Update(actx, &r, f.rev)

@@ -210,6 +210,13 @@ func TestSummary(t *testing.T) {
 		{"every status, in a fixed order",
 			[]Status{StatusGaveUp, StatusInvalid, StatusNone, StatusMultiple, StatusUnique, StatusUnique, StatusInvalid},
 			"7 puzzles: 2 unique, 1 multiple, 1 none, 2 invalid, 1 gave_up", false},
+		{"statuses not defined last, sorted", []Status{"zeta", StatusUnique, "alpha", "zeta"},
+			"4 puzzles: 1 unique, 1 alpha, 2 zeta", false},
+	}
+	for i, st := range Statuses {
+		if got := st.index(); got != i {
+			t.Errorf("%s.index() = %d, want %d (its place in Statuses)", st, got, i)
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,6 +232,15 @@ func TestSummary(t *testing.T) {
 			}
 			if s.Total() != len(tt.statuses) {
 				t.Errorf("Total() = %d, want %d", s.Total(), len(tt.statuses))
+			}
+			want := map[Status]int{}
+			for _, st := range tt.statuses {
+				want[st]++
+			}
+			for st, n := range want {
+				if got := s.Count(st); got != n {
+					t.Errorf("Count(%s) = %d, want %d", st, got, n)
+				}
 			}
 		})
 	}
@@ -254,4 +270,20 @@ func ExampleWriter() {
 	// 953168742862734951417952836746893125281645397395271468138529674574386219629417583
 	// error: line 2: solver: 3 cells, want 81
 	// 2 puzzles: 1 unique, 1 invalid false
+}
+
+// BenchmarkSummary counts a job's results: every result of a job is
+// counted twice (the follower's record and the command's summary).
+func BenchmarkSummary(b *testing.B) {
+	rs := []Result{{Status: StatusUnique}, {Status: StatusUnique}, {Status: StatusUnique}, {Status: StatusInvalid},
+		{Status: StatusUnique}, {Status: StatusMultiple}, {Status: StatusUnique}, {Status: StatusNone}}
+	var s Summary
+	i := 0
+	for b.Loop() {
+		s.Add(rs[i&7])
+		i++
+	}
+	if s.Total() == 0 {
+		b.Fatal("nothing counted")
+	}
 }

@@ -1,6 +1,7 @@
 package result
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,59 +10,87 @@ import (
 // Summary counts results by status. The zero value is an empty summary,
 // ready to use; it is not safe for concurrent use.
 type Summary struct {
-	counts map[Status]int
-	total  int
+	known [6]int // by the index of the status in Statuses (Status.index)
+	other map[Status]int
+	total int
 }
 
-// Add counts r.
+// Add counts r. A result of a defined status is counted without a map:
+// every result of a job goes through here.
 func (s *Summary) Add(r Result) {
-	if s.counts == nil {
-		s.counts = make(map[Status]int, len(Statuses))
-	}
-	s.counts[r.Status]++
 	s.total++
+	if i := r.Status.index(); i >= 0 {
+		s.known[i]++
+		return
+	}
+	if s.other == nil {
+		s.other = map[Status]int{}
+	}
+	s.other[r.Status]++
+}
+
+// index returns the index of s in Statuses, or -1 for a status not
+// defined.
+func (s Status) index() int {
+	switch s {
+	case StatusUnique:
+		return 0
+	case StatusSolved:
+		return 1
+	case StatusMultiple:
+		return 2
+	case StatusNone:
+		return 3
+	case StatusInvalid:
+		return 4
+	case StatusGaveUp:
+		return 5
+	}
+	return -1
 }
 
 // Total returns the number of results counted.
 func (s *Summary) Total() int { return s.total }
 
 // Count returns the number of results with status st.
-func (s *Summary) Count(st Status) int { return s.counts[st] }
+func (s *Summary) Count(st Status) int {
+	if i := st.index(); i >= 0 {
+		return s.known[i]
+	}
+	return s.other[st]
+}
 
 // OK reports whether every result counted is StatusUnique (or StatusSolved,
 // which only first-solution mode gives). An empty summary is OK.
-func (s *Summary) OK() bool { return s.counts[StatusUnique]+s.counts[StatusSolved] == s.total }
+func (s *Summary) OK() bool { return s.Count(StatusUnique)+s.Count(StatusSolved) == s.total }
+
+// Each calls fn with each status counted and its count, in the order of
+// Statuses, then any unknown status, sorted.
+func (s *Summary) Each(fn func(st Status, n int)) {
+	for i, st := range Statuses {
+		if n := s.known[i]; n > 0 {
+			fn(st, n)
+		}
+	}
+	other := slices.Sorted(maps.Keys(s.other))
+	for _, st := range other {
+		fn(st, s.other[st])
+	}
+}
 
 // Counts returns the non-zero counts by status, in the order of Statuses
 // (then any unknown status, sorted): "49150 unique, 3 multiple, 5 invalid".
 // It returns "nothing" for an empty summary.
 func (s *Summary) Counts() string {
 	var b strings.Builder
-	add := func(st Status, n int) {
+	s.Each(func(st Status, n int) {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(strconv.Itoa(n))
 		b.WriteByte(' ')
 		b.WriteString(string(st))
-	}
-	for _, st := range Statuses {
-		if n := s.counts[st]; n > 0 {
-			add(st, n)
-		}
-	}
-	var other []string
-	for st := range s.counts {
-		if !st.Valid() {
-			other = append(other, string(st))
-		}
-	}
-	if len(other) > 0 {
-		slices.Sort(other)
-		for _, st := range other {
-			add(Status(st), s.counts[Status(st)])
-		}
-	}
+	})
 	if b.Len() == 0 {
 		return "nothing"
 	}
