@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"encoding/binary"
 	"strings"
 	"unicode/utf8"
 )
@@ -72,13 +73,33 @@ func oneLine[T string | []byte](t T) (g Grid, ok bool) {
 	if len(t) != 81 {
 		return g, false
 	}
-	var bad uint8
-	for i := range g {
-		v := cellValue[t[i]]
-		g[i] = v
-		bad |= v
+	var bad uint64
+	for w := 0; w < 80; w += 8 {
+		x := uint64(t[w]) | uint64(t[w+1])<<8 | uint64(t[w+2])<<16 | uint64(t[w+3])<<24 |
+			uint64(t[w+4])<<32 | uint64(t[w+5])<<40 | uint64(t[w+6])<<48 | uint64(t[w+7])<<56
+		v, b := cells8(x)
+		binary.LittleEndian.PutUint64(g[w:], v)
+		bad |= b
 	}
-	return g, bad&notCell == 0
+	g[80] = cellValue[t[80]]
+	return g, bad == 0 && g[80]&notCell == 0
+}
+
+// cells8 returns the values of eight cell characters (x, little-endian):
+// 0 for '.' and '0', 1-9 for '1'-'9'; bad is not 0 when any byte is
+// something else. Eight at a time, without a branch or a load a byte.
+func cells8(x uint64) (v, bad uint64) {
+	const ones, high, low7 = 0x0101010101010101, 0x8080808080808080, 0x7f7f7f7f7f7f7f7f
+	d := x ^ 0x30*ones // '0'-'9' -> 0-9, and only those; '.' -> 0x1e
+	// The bytes of d that are 0x1e (the dots): exactly, a zero byte of
+	// y has its top bit set in z, every other byte none.
+	y := d ^ 0x1e*ones
+	z := ^(((y & low7) + low7) | y | low7)
+	d &^= (z >> 7) * 0xff
+	// Every byte must now be at most 9: its low 7 bits plus 0x76 reach the
+	// top bit from 10 on (without a carry into the next byte), and a byte
+	// of 0x80 or more has it already.
+	return d, (((d & low7) + 0x76*ones) | d) & high
 }
 
 // notCell marks the bytes in cellValue that are not a cell.

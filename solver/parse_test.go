@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -325,6 +326,31 @@ func TestParseHugeInput(t *testing.T) {
 		var pe *ParseError
 		if !errors.As(err, &pe) || *pe != (ParseError{Kind: TooLong, Len: len(in)}) {
 			t.Errorf("Parse of %d bytes starting %q: %v, want a TooLong error", len(in), in[:1], err)
+		}
+	}
+}
+
+// TestOneLineEveryByte checks the fast path's eight-at-a-time conversion
+// against cellValue for every byte value in every place of a word, and
+// in the last cell, beside cells of every kind.
+func TestOneLineEveryByte(t *testing.T) {
+	base := []byte(strings.Repeat(".123456789", 9)[:81])
+	for p := range 81 {
+		for b := range 256 {
+			line := slices.Clone(base)
+			line[p] = byte(b)
+			g, ok := oneLine(line)
+			if want := cellValue[b] != notCell; ok != want {
+				t.Fatalf("byte %#x at cell %d: ok %v, want %v", b, p+1, ok, want)
+			}
+			if !ok {
+				continue
+			}
+			for i, c := range line {
+				if g[i] != cellValue[c] {
+					t.Fatalf("byte %#x at cell %d: cell %d is %d, want %d", b, p+1, i+1, g[i], cellValue[c])
+				}
+			}
 		}
 	}
 }
