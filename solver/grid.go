@@ -13,7 +13,9 @@ package solver
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"math/bits"
 )
 
 // Grid is a Sudoku grid: 81 cells in row-major order (cell 0 is r1c1,
@@ -40,22 +42,23 @@ func (g *Grid) String() string {
 // Digits returns the grid as 81 digits, '0' for a blank; for a solved grid
 // this is the usual one-line form of a solution.
 func (g *Grid) Digits() string {
+	// Eight cells at a time: '0' is added to each byte's low 7 bits (a
+	// carry stays within the byte) and its top bit put back by xor, so
+	// every byte is '0'+v modulo 256, as one at a time.
+	const low7, high, zeros = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080, 0x3030303030303030
 	var b [81]byte
-	for i, v := range g {
-		b[i] = '0' + v
+	for w := 0; w < 80; w += 8 {
+		x := binary.LittleEndian.Uint64(g[w:])
+		binary.LittleEndian.PutUint64(b[w:], ((x&low7)+zeros)^(x&high))
 	}
+	b[80] = '0' + g[80]
 	return string(b[:])
 }
 
 // Givens returns the number of filled cells.
 func (g *Grid) Givens() int {
-	n := 0
-	for _, v := range g {
-		if v != 0 {
-			n++
-		}
-	}
-	return n
+	f := g.filled()
+	return bits.OnesCount64(f[0]) + bits.OnesCount64(f[1])
 }
 
 // Key returns the grid's cache key: the lower-case hex SHA-256 of its

@@ -59,3 +59,32 @@ func TestValidateFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestDigitsAndGivensEveryByte checks Digits and Givens, which work eight
+// cells at a time, against one cell at a time, for every byte value in
+// every cell.
+func TestDigitsAndGivensEveryByte(t *testing.T) {
+	var base Grid
+	for i := range base {
+		base[i] = uint8(i % 10)
+	}
+	for p := range 81 {
+		for b := range 256 {
+			g := base
+			g[p] = uint8(b)
+			want, n := make([]byte, 81), 0
+			for i, v := range g {
+				want[i] = '0' + v
+				if v != 0 {
+					n++
+				}
+			}
+			if got := g.Digits(); got != string(want) {
+				t.Fatalf("byte %#x at cell %d: Digits %q, want %q", b, p+1, got, want)
+			}
+			if got := g.Givens(); got != n {
+				t.Fatalf("byte %#x at cell %d: Givens %d, want %d", b, p+1, got, n)
+			}
+		}
+	}
+}
