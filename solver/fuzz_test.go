@@ -132,7 +132,7 @@ func checkSecondSolution(t *testing.T, g, sol *Grid) {
 			e.stack = new([maxDepth]state)
 		}
 		s := &e.stack[0]
-		s.init(g)
+		s.init(g, g.filled())
 		w := int(sol[i]-1)*3 + int(cellBand[i])
 		s.cand[w] &^= cellBit[i]
 		s.dirty |= 1 << w

@@ -17,7 +17,7 @@ func TestPropagateFixpoint(t *testing.T) {
 	for _, fx := range fixtures {
 		for pi, g := range fixture(t, fx.file) {
 			var s state
-			s.init(&g)
+			s.init(&g, g.filled())
 			for depth := 0; ; depth++ {
 				before := s
 				ok := s.propagate()
@@ -80,9 +80,9 @@ func TestInitPlacesGivens(t *testing.T) {
 	for _, fx := range fixtures {
 		for pi, g := range fixture(t, fx.file) {
 			var got, want state
-			got.init(&g)
+			got.init(&g, g.filled())
 			var empty Grid
-			want.init(&empty)
+			want.init(&empty, empty.filled())
 			for i, v := range g {
 				if v != 0 {
 					want.place(int(v-1), int(cellBand[i]), uint32(i%27))

@@ -114,7 +114,8 @@ type Solver struct {
 
 // Solve is like the package-level Solve, reusing s's memory.
 func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
-	if err := g.Validate(); err != nil {
+	filled := g.filled()
+	if err := g.validate(filled); err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -132,7 +133,7 @@ func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, err
 		e.stack = new([maxDepth]state)
 	}
 	s := &e.stack[0]
-	s.init(g)
+	s.init(g, filled)
 	e.search(s, 1)
 	e.ctx = nil
 	res := Result{Guesses: e.guesses, Nodes: e.nodes, Solution: e.solution}
@@ -187,16 +188,17 @@ type state struct {
 	confs    [9]uint64 // per digit, its configurations (see branchChute) per band and stack, a byte each
 }
 
-// init sets up the position of the givens of g, which must be valid. It
-// does at once what placing each given would do: a digit's word keeps its
-// givens and loses every other given cell and every cell in a row, column
-// or box where the digit is given.
-func (s *state) init(g *Grid) {
+// init sets up the position of the givens of g, which must be valid, and
+// whose filled cells are filled (g.filled). It does at once what placing
+// each given would do: a digit's word keeps its givens and loses every
+// other given cell and every cell in a row, column or box where the digit
+// is given.
+func (s *state) init(g *Grid, filled [2]uint64) {
 	var units [9]uint32 // per digit, the units (as in cellUnits) it is given in
 	var given [3]uint32 // per band, the given cells
 	var own [27]uint32  // per word, its digit's givens
 	// The givens, by the bits of filled: not a branch on every cell.
-	for base, m := range g.filled() {
+	for base, m := range filled {
 		for ; m != 0; m &= m - 1 {
 			i := 64*base + bits.TrailingZeros64(m)
 			v := g[i]
