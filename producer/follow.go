@@ -115,7 +115,6 @@ type follower struct {
 	counts    result.Summary           // of the results passed on
 	free      [][]job.Item             // the items of batches passed on (spare)
 	cached    int64                    // results from the cache passed on
-	lines     int64
 	waiting   string
 	downSince time.Time
 }
@@ -197,7 +196,7 @@ func (f *follower) setWaiting(w string) {
 
 func (f *follower) progress() {
 	if f.opts.Progress != nil {
-		f.opts.Progress(Progress{Record: f.rec, Lines: f.lines, Batches: int64(f.next), Waiting: f.waiting})
+		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.next), Waiting: f.waiting})
 	}
 }
 
@@ -568,7 +567,6 @@ func (f *follower) drain() error {
 			if r.Cached {
 				f.cached++
 			}
-			f.lines++
 			if err := f.out(r); err != nil {
 				return err
 			}
