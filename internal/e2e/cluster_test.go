@@ -290,8 +290,9 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 		q, err = queue.Setup(ctx, js, app.QueueOptions(cfg.Queue, cfg.Job.ResultTTL))
 		return err == nil
 	})
-	// The two roles on two different servers, so that each case loses
-	// one of them only.
+	// The victim's role on a server of its own (the results stream and
+	// the bulk consumer apart; the jobs bucket apart from both), so that
+	// each case loses that role only.
 	var l leaders
 	alone := func(l leaders) bool {
 		if l.results == "" || l.consumer == "" || l.jobs == "" {
