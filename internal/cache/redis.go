@@ -142,19 +142,22 @@ func (r *Redis) Put(ctx context.Context, entries []Entry) error {
 			keep = append(keep, &entries[i])
 		}
 	}
+	if len(keep) == 0 {
+		return nil
+	}
 	full := r.keys(len(keep), func(i int) *job.Key { return &keep[i].Key })
+	// Pointers, which go into an interface without an allocation each.
+	vals := make([]value, len(keep))
 	args := make([]any, 0, 2*len(keep))
 	for i, e := range keep {
-		args = append(args, full[i], e.value())
-	}
-	if len(args) == 0 {
-		return nil
+		vals[i] = e.value()
+		args = append(args, &full[i], &vals[i])
 	}
 	var err error
 	if r.ttl > 0 || r.cluster {
 		_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := 0; i < len(args); i += 2 {
-				p.Set(ctx, args[i].(string), args[i+1], r.ttl)
+			for i := range keep {
+				p.Set(ctx, full[i], &vals[i], r.ttl)
 			}
 			return nil
 		})
@@ -162,7 +165,14 @@ func (r *Redis) Put(ctx context.Context, entries []Entry) error {
 		err = r.rdb.MSet(ctx, args...).Err()
 	}
 	if err != nil {
-		return fmt.Errorf("redis: put %d results: %w", len(args)/2, err)
+		return fmt.Errorf("redis: put %d results: %w", len(keep), err)
 	}
 	return nil
 }
+
+// value is a cache value as a command argument: go-redis writes a
+// *value's bytes through MarshalBinary.
+type value []byte
+
+// MarshalBinary returns v's bytes.
+func (v *value) MarshalBinary() ([]byte, error) { return *v, nil }

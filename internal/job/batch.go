@@ -365,11 +365,19 @@ func (d *decoder) uvarint(what string) uint64 {
 	return v
 }
 
-func (d *decoder) bytes(n int, what string) []byte {
+func (d *decoder) bytes(n int, what string) []byte { return d.part(n, what, "") }
+
+// part is bytes for a part of what, and the error names both ("puzzle
+// digits"). The two are joined only for the error: joined for every read,
+// they cost an allocation each.
+func (d *decoder) part(n int, what, part string) []byte {
 	if d.err != nil {
 		return nil
 	}
 	if n > len(d.data)-d.off {
+		if part != "" {
+			what += " " + part
+		}
 		d.fail(fmt.Sprintf("%s of %d bytes runs past the end", what, n))
 		return nil
 	}
@@ -424,7 +432,7 @@ func appendPuzzle(dst []byte, g *solver.Grid, version byte) []byte {
 func (d *decoder) sparseGrid(what string) solver.Grid {
 	var g solver.Grid
 	start := d.off
-	mask := d.bytes(maskLen, what+" givens mask")
+	mask := d.part(maskLen, what, "givens mask")
 	if d.err != nil {
 		return g
 	}
@@ -439,7 +447,7 @@ func (d *decoder) sparseGrid(what string) solver.Grid {
 		d.fail(fmt.Sprintf("%s: sparse with %d givens, which the packed form carries", what, n))
 		return g
 	}
-	digits := d.bytes((n+1)/2, what+" digits")
+	digits := d.part((n+1)/2, what, "digits")
 	if d.err != nil {
 		return g
 	}
