@@ -60,10 +60,10 @@ func TestValidateFastPath(t *testing.T) {
 	}
 }
 
-// TestDigitsAndGivensEveryByte checks Digits and Givens, which work eight
-// cells at a time, against one cell at a time, for every byte value in
-// every cell.
-func TestDigitsAndGivensEveryByte(t *testing.T) {
+// TestStringDigitsAndGivensEveryByte checks String, Digits and Givens,
+// which work eight cells at a time, against one cell at a time, for every
+// byte value in every cell.
+func TestStringDigitsAndGivensEveryByte(t *testing.T) {
 	var base Grid
 	for i := range base {
 		base[i] = uint8(i % 10)
@@ -72,12 +72,17 @@ func TestDigitsAndGivensEveryByte(t *testing.T) {
 		for b := range 256 {
 			g := base
 			g[p] = uint8(b)
-			want, n := make([]byte, 81), 0
+			want, canon, n := make([]byte, 81), make([]byte, 81), 0
 			for i, v := range g {
-				want[i] = '0' + v
+				want[i], canon[i] = '0'+v, '0'+v
 				if v != 0 {
 					n++
+				} else {
+					canon[i] = '.'
 				}
+			}
+			if got := g.String(); got != string(canon) {
+				t.Fatalf("byte %#x at cell %d: String %q, want %q", b, p+1, got, canon)
 			}
 			if got := g.Digits(); got != string(want) {
 				t.Fatalf("byte %#x at cell %d: Digits %q, want %q", b, p+1, got, want)

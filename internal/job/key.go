@@ -15,15 +15,9 @@ type Key [sha256.Size]byte
 
 // KeyOf returns the key of g without allocating.
 func KeyOf(g *solver.Grid) Key {
-	var b [81]byte
-	for i, v := range g {
-		b[i] = canonical[v&15]
-	}
-	return sha256.Sum256(b[:])
+	c := g.Canonical()
+	return sha256.Sum256(c[:])
 }
-
-// canonical[v] is the character of cell value v in the canonical form.
-var canonical = [16]byte{'.', '1', '2', '3', '4', '5', '6', '7', '8', '9', '?', '?', '?', '?', '?', '?'}
 
 // String returns the key in hex, as solver.Grid.Key does.
 func (k Key) String() string { return hex.EncodeToString(k[:]) }

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"crypto/sha256"
 	"reflect"
 	"strings"
 	"testing"
@@ -227,6 +228,22 @@ func TestPackWordwise(t *testing.T) {
 			want[2*i], want[2*i+1] = byte(v)>>4, byte(v)&15
 			if err != nil || g != want {
 				t.Fatalf("Unpack of %#x at byte %d = %v, %v", v, i, g, err)
+			}
+		}
+	}
+}
+
+// TestKeyOfEveryByte checks that KeyOf hashes the canonical form
+// (solver.Grid.String) of any grid, valid or not, one byte changed at a
+// time.
+func TestKeyOfEveryByte(t *testing.T) {
+	base := grid(t, puzzle)
+	for p := range 81 {
+		for b := range 256 {
+			g := base
+			g[p] = uint8(b)
+			if got, want := KeyOf(&g), Key(sha256.Sum256([]byte(g.String()))); got != want {
+				t.Fatalf("byte %#x at cell %d: KeyOf %s, want %s", b, p+1, got, want)
 			}
 		}
 	}
