@@ -36,9 +36,10 @@ func (g *Grid) String() string {
 // '0'+v (modulo 256) for any other cell v.
 func (g *Grid) Canonical() [81]byte {
 	// Eight cells at a time, as Digits, and then '.' ('0'-2) for every
-	// byte that was 0: adding 0x7f to a byte's low 7 bits sets its top bit
-	// unless they are all 0, without a carry into the next byte, so z has
-	// the top bit of exactly the zero bytes, and 2 of them after the shift.
+	// byte that was 0. Adding 0x7f to a byte's low 7 bits sets its top bit
+	// unless they are all 0, without a carry into the next byte; or'ed
+	// with the byte, the top bit is clear exactly in the zero bytes. So z
+	// holds the top bit of each zero byte, which the shift makes a 2.
 	const low7, high, zeros = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080, 0x3030303030303030
 	var b [81]byte
 	for w := 0; w < 80; w += 8 {

@@ -146,7 +146,8 @@ func (r *Redis) Put(ctx context.Context, entries []Entry) error {
 		return nil
 	}
 	full := r.keys(len(keep), func(i int) *job.Key { return &keep[i].Key })
-	// Pointers, which go into an interface without an allocation each.
+	// Pointers go into an interface without an allocation, where a
+	// string or a slice takes one each.
 	vals := make([]value, len(keep))
 	args := make([]any, 0, 2*len(keep))
 	for i, e := range keep {
