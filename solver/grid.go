@@ -36,16 +36,12 @@ func (g *Grid) String() string {
 // '0'+v (modulo 256) for any other cell v.
 func (g *Grid) Canonical() [81]byte {
 	// Eight cells at a time, as Digits, and then '.' ('0'-2) for every
-	// byte that was 0. Adding 0x7f to a byte's low 7 bits sets its top bit
-	// unless they are all 0, without a carry into the next byte; or'ed
-	// with the byte, the top bit is clear exactly in the zero bytes. So z
-	// holds the top bit of each zero byte, which the shift makes a 2.
-	const low7, high, zeros = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080, 0x3030303030303030
+	// byte that was 0: the top bit of each zero byte, shifted, is a 2.
 	var b [81]byte
 	for w := 0; w < 80; w += 8 {
 		x := binary.LittleEndian.Uint64(g[w:])
-		z := ^(((x & low7) + low7) | x) & high
-		binary.LittleEndian.PutUint64(b[w:], (((x&low7)+zeros)^(x&high))-(z>>6))
+		zero := nonzero(x) ^ highBits
+		binary.LittleEndian.PutUint64(b[w:], digits8(x)-(zero>>6))
 	}
 	b[80] = '0' + g[80]
 	if g[80] == 0 {
@@ -57,18 +53,31 @@ func (g *Grid) Canonical() [81]byte {
 // Digits returns the grid as 81 digits, '0' for a blank; for a solved grid
 // this is the usual one-line form of a solution.
 func (g *Grid) Digits() string {
-	// Eight cells at a time: '0' is added to each byte's low 7 bits (a
-	// carry stays within the byte) and its top bit put back by xor, so
-	// every byte is '0'+v modulo 256, as one at a time.
-	const low7, high, zeros = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080, 0x3030303030303030
 	var b [81]byte
 	for w := 0; w < 80; w += 8 {
-		x := binary.LittleEndian.Uint64(g[w:])
-		binary.LittleEndian.PutUint64(b[w:], ((x&low7)+zeros)^(x&high))
+		binary.LittleEndian.PutUint64(b[w:], digits8(binary.LittleEndian.Uint64(g[w:])))
 	}
 	b[80] = '0' + g[80]
 	return string(b[:])
 }
+
+// Eight cells in a word (little-endian), worked on at once: the bit
+// tricks below keep every byte's arithmetic within the byte.
+const (
+	low7Bits = 0x7f7f7f7f7f7f7f7f // the low 7 bits of each byte
+	highBits = 0x8080808080808080 // the top bit of each byte
+)
+
+// nonzero returns the top bit of each byte of x that is not 0. Adding 0x7f
+// to a byte's low 7 bits sets its top bit unless they are all 0, without a
+// carry into the next byte; or'ed with the byte, the top bit is set
+// exactly in the bytes that are not 0.
+func nonzero(x uint64) uint64 { return (((x & low7Bits) + low7Bits) | x) & highBits }
+
+// digits8 returns '0'+v (modulo 256) for each byte v of x: '0' is added to
+// each byte's low 7 bits (a carry stays within the byte) and its top bit
+// put back by xor.
+func digits8(x uint64) uint64 { return ((x & low7Bits) + 0x3030303030303030) ^ (x & highBits) }
 
 // Givens returns the number of filled cells.
 func (g *Grid) Givens() int {

@@ -89,17 +89,16 @@ func oneLine[T string | []byte](t T) (g Grid, ok bool) {
 // 0 for '.' and '0', 1-9 for '1'-'9'; bad is not 0 when any byte is
 // something else. Eight at a time, without a branch or a load a byte.
 func cells8(x uint64) (v, bad uint64) {
-	const ones, high, low7 = 0x0101010101010101, 0x8080808080808080, 0x7f7f7f7f7f7f7f7f
+	const ones = 0x0101010101010101
 	d := x ^ 0x30*ones // '0'-'9' -> 0-9, and only those; '.' -> 0x1e
-	// The bytes of d that are 0x1e (the dots): exactly, a zero byte of
-	// y has its top bit set in z, every other byte none.
-	y := d ^ 0x1e*ones
-	z := ^(((y & low7) + low7) | y | low7)
+	// The bytes of d that are 0x1e (the dots): z holds the top bit of
+	// each, the zero bytes of d^0x1e.
+	z := nonzero(d^0x1e*ones) ^ highBits
 	d &^= (z >> 7) * 0xff
 	// Every byte must now be at most 9: its low 7 bits plus 0x76 reach the
 	// top bit from 10 on (without a carry into the next byte), and a byte
 	// of 0x80 or more has it already.
-	return d, (((d & low7) + 0x76*ones) | d) & high
+	return d, (((d & low7Bits) + 0x76*ones) | d) & highBits
 }
 
 // notCell marks the bytes in cellValue that are not a cell.

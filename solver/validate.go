@@ -85,15 +85,10 @@ func (g *Grid) filled() [2]uint64 {
 }
 
 // occupied returns a bit for each of the 8 cells at the start of cells
-// that is not 0 (bit i for cells[i]): the low 7 bits of each byte plus
-// 0x7f carry into its top bit when any is set, without a carry into the
-// next byte; or-ing the byte back in counts a top bit of its own; the
-// multiplication gathers the eight top bits into the top byte.
+// that is not 0 (bit i for cells[i]): the multiplication gathers the
+// eight top bits of nonzero into the top byte.
 func occupied(cells []byte) uint64 {
-	const low7 = 0x7f7f7f7f7f7f7f7f
-	x := binary.LittleEndian.Uint64(cells)
-	high := (((x & low7) + low7) | x) &^ low7 // the high bit of each byte not 0
-	return (high >> 7) * 0x0102040810204080 >> 56
+	return (nonzero(binary.LittleEndian.Uint64(cells)) >> 7) * 0x0102040810204080 >> 56
 }
 
 // cellUnits[i] has the bits of the row (0-8), column (9-17) and box
