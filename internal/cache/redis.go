@@ -149,10 +149,8 @@ func (r *Redis) Put(ctx context.Context, entries []Entry) error {
 	// Pointers go into an interface without an allocation, where a
 	// string or a slice takes one each.
 	vals := make([]value, len(keep))
-	args := make([]any, 0, 2*len(keep))
 	for i, e := range keep {
 		vals[i] = e.value()
-		args = append(args, &full[i], &vals[i])
 	}
 	var err error
 	if r.ttl > 0 || r.cluster {
@@ -163,6 +161,12 @@ func (r *Redis) Put(ctx context.Context, entries []Entry) error {
 			return nil
 		})
 	} else {
+		// MSET's arguments only for MSET: the pipeline above passes
+		// each pair itself.
+		args := make([]any, 0, 2*len(keep))
+		for i := range keep {
+			args = append(args, &full[i], &vals[i])
+		}
 		err = r.rdb.MSet(ctx, args...).Err()
 	}
 	if err != nil {
