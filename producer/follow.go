@@ -114,7 +114,6 @@ type follower struct {
 	manifest  job.Manifest             // the manifest chunk last read
 	counts    result.Summary           // of the results passed on
 	free      [][]job.Item             // the items of batches passed on (spare)
-	cached    int64                    // results from the cache passed on
 	waiting   string
 	downSince time.Time
 }
@@ -202,7 +201,7 @@ func (f *follower) progress() {
 
 // complete reports whether every batch has been passed on.
 func (f *follower) complete() bool {
-	return f.rec.State != job.Publishing && f.next >= uint64(f.rec.Batches)
+	return f.rec.State != job.Publishing && f.rec.State != job.Cancelled && f.next >= uint64(f.rec.Batches)
 }
 
 // startSlack is how long before its job's creation (by the producer's
@@ -304,6 +303,9 @@ func (f *follower) run(ctx context.Context) error {
 	for !f.complete() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("waiting for job %s: %w", f.id, err)
+		}
+		if f.rec.State == job.Cancelled {
+			return f.cancelled(ctx)
 		}
 		// Every batch published so far passed on: the job ends when its
 		// record says publishing is over, so read it often meanwhile.
@@ -547,6 +549,9 @@ func (f *follower) drain() error {
 			if it.Kind == job.Repeat {
 				var ok bool
 				if *o, ok = f.recent.outcome(b.First + uint64(i) - it.Back); !ok {
+					if f.rec.State == job.Cancelled {
+						continue // its line's batch was never done
+					}
 					return fmt.Errorf("job %s: line %d repeats an item the reader does not have", f.id, it.Line)
 				}
 			}
@@ -564,9 +569,6 @@ func (f *follower) drain() error {
 				r.Cached = false
 			}
 			f.counts.Add(r)
-			if r.Cached {
-				f.cached++
-			}
 			if err := f.out(r); err != nil {
 				return err
 			}
@@ -580,37 +582,17 @@ func (f *follower) drain() error {
 	}
 }
 
-// finish marks the job finished with its counts, unless someone did.
+// finish returns the job's record once every result is passed on. The
+// job is marked finished by whoever stores and counts its last results
+// (job.Record.AddResults), just after storing them: finish waits a little
+// for that, and returns the record as it is if it does not come (a worker
+// lost between the two: the batch's redelivery counts them).
 func (f *follower) finish(ctx context.Context) (job.Record, error) {
-	for attempt := 0; attempt < 5; attempt++ {
-		if f.rec.State == job.Finished {
-			return f.rec, nil
-		}
-		r := f.rec
-		r.State, r.Finished = job.Finished, time.Now().UTC()
-		r.Counts = map[result.Status]int64{}
-		f.counts.Each(func(st result.Status, n int) { r.Counts[st] = int64(n) })
-		r.Cached = f.cached // by the producer and by the workers
-		actx, cancel := context.WithTimeout(ctx, apiTimeout)
-		rev, err := f.jobs.Update(actx, &r, f.rev)
-		cancel()
-		if err == nil {
-			f.rec, f.rev = r, rev
-			return r, nil
-		}
-		if !errors.Is(err, job.ErrConflict) {
-			if attempt < 4 && ctx.Err() == nil {
-				// JetStream may be electing a leader: try again soon.
-				select {
-				case <-time.After(time.Duration(attempt+1) * time.Second):
-				case <-ctx.Done():
-				}
-				continue
-			}
-			// The results were passed on; the record stays as it was
-			// (the next reader finishes it).
-			f.opts.Logger.Warn("producer: cannot mark the job finished", "job", f.id, "err", err)
-			f.rec.Counts = r.Counts
+	deadline := time.Now().Add(finishWait)
+	for wait := time.Millisecond; f.rec.State == job.Published && time.Now().Before(deadline); wait = min(2*wait, 100*time.Millisecond) {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
 			return f.rec, nil
 		}
 		if err := f.readRecord(ctx); err != nil {
@@ -618,6 +600,40 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 		}
 	}
 	return f.rec, nil
+}
+
+// finishWait bounds how long finish waits for the record to say finished.
+const finishWait = 5 * time.Second
+
+// cancelled passes on the results of a cancelled job that were stored,
+// in order, and returns an error matching job.ErrCancelled.
+func (f *follower) cancelled(ctx context.Context) error {
+	for index := f.next; index < uint64(f.rec.Batches); index++ {
+		if f.pending[index] == nil {
+			if !f.rec.HasDone(index) {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, apiTimeout)
+			rm, err := f.q.Results.GetLastMsgForSubject(actx, f.q.Opts.ResultSubject(f.id, index))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("job %s: read the results of batch %d: %w", f.id, index, err)
+			}
+			b, err := f.check(ctx, index, rm.Data)
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				continue
+			}
+			f.pending[index] = &pendingBatch{b, rm.Data}
+		}
+		f.next, f.nextItem = index, f.pending[index].First
+		if err := f.drain(); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("job %s: %w after %d of %d lines", f.id, job.ErrCancelled, f.rec.LinesDone(), f.rec.Lines)
 }
 
 // maxFree bounds the items of passed-on batches a reader keeps for the

@@ -2,97 +2,46 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
-	"github.com/sudoku-queue/sudoku-queue/internal/result"
 )
 
 // Status is a job's record and how far its results are.
 type Status struct {
 	job.Record
 	// BatchesDone of Record.Batches have their results, holding LinesDone
-	// lines; Counts are those results by status (repeats the results
-	// could not resolve are counted as job.RepeatStatus). For a finished
-	// job they come from the record.
+	// lines; Counts are those results by status (lines repeating a line
+	// of another batch are counted as job.RepeatStatus). All come from the
+	// record, which whoever stores a batch's results updates.
 	BatchesDone, LinesDone int64
 	Counts                 job.Counts
 }
 
-// JobStatus returns the status of job id: its record, and for a job not
-// finished yet, a tally of the results stored so far (read from the
-// results' headers only). Errors: job.ErrNotFound for an unknown job.
+// JobStatus returns the status of job id, read from its record alone.
+// Errors: job.ErrNotFound for an unknown job.
 func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 	rec, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
 	if err != nil {
 		return Status{Record: rec}, err
 	}
+	return StatusOf(rec), nil
+}
+
+// StatusOf returns the status a record holds.
+func StatusOf(rec job.Record) Status {
 	if rec.Stale(time.Now()) {
 		rec.FailStale()
 	}
-	s := Status{Record: rec, Counts: job.Counts{}}
-	if rec.State == job.Finished {
-		s.BatchesDone, s.LinesDone = rec.Batches, rec.Lines
-		for st, n := range rec.Counts {
-			s.Counts[st] = n
-		}
-		return s, nil
+	s := Status{Record: rec, Counts: job.Counts{}, BatchesDone: rec.DoneBatches, LinesDone: rec.LinesDone()}
+	for st, n := range rec.Counts {
+		s.Counts[st] = n
 	}
-	err = tally(ctx, q, &rec, func(c job.Counts) {
-		s.BatchesDone++
-		for st, n := range c {
-			s.Counts[st] += n
-			s.LinesDone += n
-		}
-	})
-	return s, err
-}
-
-// tally calls fn with the counts of every results message of rec's job,
-// read with a headers-only ordered consumer.
-func tally(ctx context.Context, q *queue.Queue, rec *job.Record, fn func(job.Counts)) error {
-	id := rec.ID
-	cfg := resultsReader(q, rec)
-	cfg.HeadersOnly = true
-	c, err := q.Results.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("job %s: read results: %w", id, err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("job %s: read results: %w", id, err)
-	}
-	left := info.NumPending
-	for left > 0 {
-		batch, err := c.Fetch(int(min(left, 1024)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return fmt.Errorf("job %s: read results: %w", id, err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			if cs, err := job.ParseCounts(m.Headers().Get(queue.HdrCounts)); err == nil {
-				fn(cs)
-			}
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("job %s: read results: %w", id, err)
-		}
-		if got == 0 {
-			return nil
-		}
-		left -= uint64(got)
-	}
-	return nil
+	return s
 }
 
 // Jobs returns the records of the newest jobs, newest first.
@@ -100,35 +49,47 @@ func Jobs(ctx context.Context, q *queue.Queue, limit int) ([]job.Record, error) 
 	return job.NewStore(q.JS, q.Jobs).List(ctx, limit)
 }
 
-// Remove removes job id: its work not yet done, its results, its record
-// and its manifests. Workers dead-letter a batch of it that was in work
-// (reason unknown_job). Errors: job.ErrNotFound for an unknown job.
+// Cancel cancels job id: its record says cancelled (its producer stops
+// publishing at its next update), the batches not yet done leave the
+// queue and its consumer goes; batches workers hold are finished or
+// dropped, the results stored stay readable. It returns the record as
+// cancelled; a job that has ended already is left as it is (and
+// returned). Errors: job.ErrNotFound for an unknown job.
+func Cancel(ctx context.Context, q *queue.Queue, id string) (job.Record, error) {
+	rec, err := job.NewStore(q.JS, q.Jobs).Apply(ctx, id, func(r *job.Record) error {
+		if !r.Cancel(time.Now()) {
+			return job.ErrUnchanged
+		}
+		return nil
+	})
+	if err != nil {
+		return rec, err
+	}
+	if rec.State == job.Cancelled {
+		if err := q.EndWork(ctx, id); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+// Remove removes job id: it is cancelled first if it is running, then its
+// results, its record and its manifests go. Errors: job.ErrNotFound for
+// an unknown job.
 func Remove(ctx context.Context, q *queue.Queue, id string) error {
-	store := job.NewStore(q.JS, q.Jobs)
-	if _, _, err := store.Get(ctx, id); err != nil {
+	if _, err := Cancel(ctx, q, id); err != nil {
 		return err
 	}
-	work, err := q.JS.Stream(ctx, q.Opts.Stream)
-	if err != nil {
-		return fmt.Errorf("job %s: %w", id, err)
-	}
-	if err := work.Purge(ctx, jetstream.WithPurgeSubject(q.Opts.WorkSubject(id))); err != nil {
-		return fmt.Errorf("job %s: remove its work: %w", id, err)
+	if err := q.EndWork(ctx, id); err != nil {
+		return err
 	}
 	if err := q.Results.Purge(ctx, jetstream.WithPurgeSubject(q.Opts.ResultsFilter(id))); err != nil {
 		return fmt.Errorf("job %s: remove its results: %w", id, err)
 	}
-	return store.Delete(ctx, id)
+	return job.NewStore(q.JS, q.Jobs).Delete(ctx, id)
 }
 
-// Failures returns the number of results that are not a unique (or, in
-// first-solution mode, any) solution.
-func (s *Status) Failures() int64 {
-	var n int64
-	for st, c := range s.Counts {
-		if st != result.StatusUnique && st != result.StatusSolved && st != job.RepeatStatus {
-			n += c
-		}
-	}
-	return n
-}
+// Unsolved returns the number of results that are not a unique (or, in
+// first-solution mode, any) solution, repeats apart: none, multiple,
+// invalid or given up. They are answers, not failures of the job.
+func (s *Status) Unsolved() int64 { return s.Record.Unsolved() }

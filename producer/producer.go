@@ -44,6 +44,8 @@ type Options struct {
 	// JSONResults publishes the results in the JSON form
 	// (job.JSONResults), without repeats, for clients in other languages.
 	JSONResults bool
+	// Priority is the job's share of the workers (default normal).
+	Priority job.Priority
 	// Progress, if set, is called after each group of batches is
 	// published, with the lines read so far, on the goroutine that
 	// publishes.
@@ -149,7 +151,7 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
-			JSONResults: p.opts.JSONResults}}
+			JSONResults: p.opts.JSONResults, Priority: p.opts.Priority.Or()}}
 	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	// Results come after what the stream holds now. Without the answer
 	// the readers start by time, as they did before the field.
@@ -157,8 +159,14 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 		s.rec.ResultsFrom = info.State.LastSeq + 1
 		s.sub.ResultsFrom = s.rec.ResultsFrom
 	}
-	var err error
-	s.rev, err = p.jobs.Create(cctx, &s.rec)
+	_, err := p.jobs.Create(cctx, &s.rec)
+	if err == nil {
+		// Its consumer before its first batch; a worker would create
+		// it all the same (queue.Queue.JobWork).
+		if _, cerr := p.q.JobWork(cctx, s.sub.ID); cerr != nil {
+			p.opts.Logger.Debug("producer: the job's consumer is left to the workers", "job", s.sub.ID, "err", cerr)
+		}
+	}
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("create the job record: %w", err)
@@ -208,15 +216,27 @@ func (s *submission) heartbeat(ctx context.Context) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
+// answeredBatch is a batch whose results the producer stored itself.
+type answeredBatch struct {
+	index  uint64
+	counts job.Counts
+}
+
 // submission is one Submit in progress.
 type submission struct {
 	p   *Producer
 	pub *publisher
 
-	mu  sync.Mutex // the record, its counts and revision: heartbeat runs apart
+	mu  sync.Mutex // the record's fields below: heartbeat runs apart
 	sub Submitted
 	rec job.Record
-	rev uint64
+	// published: every batch is published and stored (the record moves
+	// to Published at the next update).
+	published bool
+	// answered are the batches the producer stored the results of itself
+	// (every line answered by the cache, or invalid), with their counts,
+	// to add to the record at the next update.
+	answered []answeredBatch
 
 	batch job.Batch  // the batch being filled
 	out   []inflight // the messages of the batches closed, not yet published
@@ -275,12 +295,9 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 		return err
 	}
 	s.mu.Lock()
-	s.rec.State = job.Published
+	s.published = true
 	s.mu.Unlock()
-	if err := s.update(ctx); err != nil {
-		return err
-	}
-	return nil
+	return s.update(ctx)
 }
 
 // newBatch returns the next batch, its items in items' memory.
@@ -384,6 +401,9 @@ func (s *submission) closeBatch(ctx context.Context) error {
 		// Nothing for a worker: the producer stores the results itself.
 		b.Digest = d
 		s.out = append(s.out, inflight{msg: s.p.q.Opts.ResultsMsg(b), results: true})
+		s.mu.Lock()
+		s.answered = append(s.answered, answeredBatch{index: b.Index, counts: job.CountItems(b.Items)})
+		s.mu.Unlock()
 	} else {
 		if checked {
 			b.Flags |= job.FlagNoLookup
@@ -483,21 +503,47 @@ func (s *submission) update(ctx context.Context) error {
 	return s.updateLocked(ctx)
 }
 
-// updateLocked stores the record as it is, with a fresh heartbeat; s.mu
-// is held.
+// updateLocked brings the job record up to date with the submission, with
+// a fresh heartbeat; s.mu is held. The record is shared: workers add the
+// results of its batches to it meanwhile, and it may have been
+// cancelled (job.ErrCancelled) or marked failed by another client.
 func (s *submission) updateLocked(ctx context.Context) error {
-	r := &s.rec
-	r.Heartbeat = time.Now().UTC()
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	rev, err := s.p.jobs.Update(ctx, r, s.rev)
-	if errors.Is(err, job.ErrConflict) {
-		return fmt.Errorf("the job record was changed or removed by someone else: %w", err)
-	}
+	now := time.Now()
+	mine := s.rec // the counts as update copied them
+	rec, err := s.p.jobs.Apply(ctx, s.rec.ID, func(r *job.Record) error {
+		switch r.State {
+		case job.Publishing:
+		case job.Cancelled:
+			return job.ErrCancelled
+		default:
+			return fmt.Errorf("the job is %s: %s", r.State, r.Error)
+		}
+		r.Lines, r.Invalid, r.Cached, r.Repeated = mine.Lines, mine.Invalid, mine.Cached, mine.Repeated
+		r.Queued, r.Batches = mine.Queued, mine.Batches
+		r.Heartbeat = now.UTC()
+		for _, a := range s.answered {
+			r.AddResults(a.index, a.counts, now)
+		}
+		if s.published {
+			r.State = job.Published
+			r.FinishIfDone(now)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	s.rev = rev
+	s.answered = s.answered[:0]
+	s.rec = rec
+	if rec.State == job.Finished {
+		// Every batch was answered before publishing ended: its
+		// consumer has no more work.
+		if err := s.p.q.DropJobWork(ctx, rec.ID); err != nil {
+			s.p.opts.Logger.Debug("producer: the job's consumer stays until idle", "job", rec.ID, "err", err)
+		}
+	}
 	return nil
 }
 
@@ -506,10 +552,20 @@ func (s *submission) fail(cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.pub.abandon()
-	s.mu.Lock()
-	s.rec.State, s.rec.Error = job.Failed, cause.Error()
-	s.mu.Unlock()
-	if err := s.update(ctx); err != nil {
+	if errors.Is(cause, job.ErrCancelled) {
+		return // its end is the cancel's
+	}
+	_, err := s.p.jobs.Apply(ctx, s.sub.ID, func(r *job.Record) error {
+		if !r.State.Active() {
+			return job.ErrUnchanged
+		}
+		r.State, r.Error, r.Finished = job.Failed, cause.Error(), time.Now().UTC()
+		return nil
+	})
+	if err != nil {
 		s.p.opts.Logger.Error("producer: cannot mark the job failed", "job", s.sub.ID, "err", err)
+	}
+	if err := s.p.q.EndWork(ctx, s.sub.ID); err != nil {
+		s.p.opts.Logger.Debug("producer: the failed job's work stays until its consumer is idle", "job", s.sub.ID, "err", err)
 	}
 }

@@ -66,16 +66,60 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 }
 
 // stored reports whether b's results are in the results stream already,
-// as the results of this very batch.
-func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) bool {
+// as the results of this very batch, and returns their counts.
+func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Counts, bool) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	rm, err := w.q.Results.GetLastMsgForSubject(ctx, w.q.Opts.ResultSubject(b.Job, b.Index))
 	if err != nil {
-		return false
+		return nil, false
 	}
 	got, err := job.DecodeAnyResults(rm.Data)
-	return err == nil && got.Digest == d
+	if err != nil || got.Digest != d {
+		return nil, false
+	}
+	return job.CountItems(got.Items), true
+}
+
+// count adds the counts c of batch b's stored results to its job's
+// record, unless they are there already, and reports whether that
+// finished the job. A job removed meanwhile has nothing to count.
+func (w *Worker) count(ctx context.Context, b *job.Batch, c job.Counts) (finished bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
+	defer cancel()
+	_, err = w.jobs.Apply(ctx, b.Job, func(r *job.Record) error {
+		if !r.AddResults(b.Index, c, time.Now()) {
+			return job.ErrUnchanged
+		}
+		finished = r.State == job.Finished
+		return nil
+	})
+	if errors.Is(err, job.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("worker: count the results of batch %d of job %s: %w", b.Index, b.Job, err)
+	}
+	return finished, nil
+}
+
+// finished ends the work of a job whose last results this worker counted:
+// its consumer goes. A message left on its subject (a copy whose ack was
+// lost, or one forged) is stray work then, which a worker takes again
+// (schedule.sweep): acked when its results are stored, else dead-lettered.
+func (w *Worker) finished(finished bool, id string) {
+	if !finished {
+		return
+	}
+	w.log.Debug("worker: job finished", "job", id)
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if n, err := w.q.WorkLeft(ctx, id); err != nil || n > 0 {
+		return // left for the sweep, which drops it once it has delivered them
+	}
+	if err := w.q.DropJobWork(ctx, id); err != nil {
+		w.log.Warn("worker: a finished job's consumer could not be removed; the server removes it when idle", "job", id, "err", err)
+	}
 }
 
 // publishResults publishes b, every item answered, to the results stream.

@@ -17,7 +17,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -51,6 +50,7 @@ const (
 	OutcomeNak        = "nak"
 	OutcomeDeadLetter = "dead_letter"
 	OutcomeAbandoned  = "abandoned"
+	OutcomeDropped    = "dropped"
 )
 
 // BatchStats describes one handled message.
@@ -73,11 +73,6 @@ type Options struct {
 	// helps solve the puzzles of another's. One more goroutine serves the
 	// solve endpoint.
 	Concurrency int
-	// Fetch is how many messages the worker requests ahead (default
-	// 4 x Concurrency): enough to keep every core busy while batches wait
-	// for their round trips, few enough that no worker hoards messages
-	// that then time out.
-	Fetch int
 	// MaxNodes is the solver's node budget per puzzle (0: the solver's
 	// default).
 	MaxNodes int64
@@ -115,6 +110,7 @@ type Worker struct {
 	opts  Options
 	log   *slog.Logger
 	mf    manifestCache
+	sched *schedule
 
 	commits    chan struct{}  // a token per batch waiting for its round trips
 	committing sync.WaitGroup // batches being committed
@@ -133,9 +129,6 @@ type Worker struct {
 func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = runtime.GOMAXPROCS(0)
-	}
-	if opts.Fetch <= 0 {
-		opts.Fetch = 4 * opts.Concurrency
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = q.Opts.AckWait / 3
@@ -156,6 +149,7 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
 	return &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
+		sched: newSchedule(q, opts.Logger),
 		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
 		help: make(chan *share), solves: make(chan *solveRequest, 64), ready: make(chan struct{})}
 }
@@ -201,49 +195,33 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer func() { _ = svc.Stop() }()
 	}
 
-	// Short-lived pull requests with frequent heartbeats: when a cluster
-	// node dies with the consumer's leader, the pull requests it held die
-	// too, and the client notices (and asks again) within seconds rather
-	// than after the default 30 s expiry.
-	p := puller{c: w.q.Work, subject: w.q.Opts.WorkFilter(), opts: []jetstream.PullMessagesOpt{
-		jetstream.PullExpiry(5 * time.Second), jetstream.PullHeartbeat(time.Second),
-		jetstream.PullMaxMessages(w.opts.Fetch)}}
-	if p.it, err = p.c.Messages(p.opts...); err != nil {
-		return fmt.Errorf("worker: pull from %s: %w", p.subject, err)
+	// The schedule's watch of the job records runs until the worker has
+	// stopped: batches in work still look up their jobs.
+	watching, stopWatch := context.WithCancel(work)
+	defer stopWatch()
+	go w.sched.watch(watching)
+	go w.sched.sweep(watching)
+	select {
+	case <-w.sched.ready:
+	case <-ctx.Done():
 	}
-	msgs := make(chan jetstream.Msg)
-	var pulling, handlers sync.WaitGroup
-	pulling.Add(1)
-	go w.pull(ctx, &p, msgs, &pulling)
+	var handlers sync.WaitGroup
 	for i := 0; i < w.opts.Concurrency; i++ {
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			var sv solver.Solver
-			for {
-				select {
-				case m, ok := <-msgs:
-					if !ok {
-						return
-					}
-					w.handle(ctx, work, &sv, m)
-				case sh := <-w.help:
-					sh.work(&sv)
-					sh.helpers.Done()
-				}
-			}
+			w.serveBatches(ctx, work)
 		}()
 	}
 
 	close(w.ready)
-	w.log.Info("worker started", "concurrency", w.opts.Concurrency, "fetch", w.opts.Fetch,
+	w.log.Info("worker started", "concurrency", w.opts.Concurrency,
 		"stream", w.q.Opts.Stream, "subjects", w.q.Opts.WorkFilter(), "solve", w.q.Opts.SolveSubject(),
-		"cache", w.cache.Enabled())
+		"cache", w.cache.Enabled(), "jobs", w.sched.active())
 
 	<-ctx.Done()
 	w.log.Info("worker stopping: no new messages; finishing batches in work", "in_flight", w.inFlight.Load(),
 		"timeout", w.opts.ShutdownTimeout)
-	pulling.Wait()
 
 	done := make(chan struct{})
 	go func() { handlers.Wait(); w.committing.Wait(); close(done) }()
@@ -259,86 +237,30 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// puller is the consumer's message iterator, which pull opens again when
-// it fails.
-type puller struct {
-	c       jetstream.Consumer
-	subject string
-	opts    []jetstream.PullMessagesOpt
-	it      jetstream.MessagesContext
-}
-
-// idleReopen is how long pull waits without a message before it opens its
-// iterator again: a pull request lost in a cluster failover, or a client
-// stall (nats.go#1622), costs at most this long.
-const idleReopen = 10 * time.Second
-
-// pull feeds messages from p to ch until ctx is done, then drains p:
-// messages that arrive after that (from the client's buffer) are handed
-// back at once with a Nak. An iterator that fails, or stays idle for
-// idleReopen, is stopped and opened again.
-func (w *Worker) pull(ctx context.Context, p *puller, ch chan<- jetstream.Msg, wg *sync.WaitGroup) {
-	defer wg.Done()
-	defer close(ch)
-	draining := false
-	last := time.Now()
-	failing := false // log a run of pull errors once
-	reopen := func(err error) bool {
-		if p.it != nil {
-			p.it.Stop()
-		}
-		if err != nil && !failing {
-			w.log.Warn("worker: pull failed; asking again", "subject", p.subject, "err", err)
-			failing = true
-		}
-		for ctx.Err() == nil {
-			it, err := p.c.Messages(p.opts...)
-			if err == nil {
-				p.it, last = it, time.Now()
-				return true
-			}
-			select {
-			case <-time.After(500 * time.Millisecond):
-			case <-ctx.Done():
-			}
-		}
-		return false
-	}
-	for {
-		if ctx.Err() != nil && !draining {
-			p.it.Drain()
-			draining = true
-		}
-		// A bounded wait: Next without one has been seen to stall for the
-		// heartbeat period with a small window (nats.go#1622).
-		m, err := p.it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
-		switch {
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			if draining || !reopen(nil) {
-				return
-			}
-			continue
-		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
-			if !draining && time.Since(last) > idleReopen && !reopen(nil) {
-				return
-			}
-			continue
-		case err != nil:
-			if !draining && !reopen(err) {
-				return
-			}
+// serveBatches is one handler: until ctx is done it takes the next batch
+// of whichever job's turn it is and handles it; with none to take, it
+// helps the other handlers solve theirs, or waits for work.
+func (w *Worker) serveBatches(ctx, work context.Context) {
+	var sv solver.Solver
+	for ctx.Err() == nil {
+		m, wake, retry := w.sched.next(ctx)
+		if m != nil {
+			w.handle(ctx, work, &sv, m)
 			continue
 		}
-		last, failing = time.Now(), false
-		if draining {
-			_ = m.Nak()
-			continue
+		if ctx.Err() != nil {
+			return
 		}
+		t := time.NewTimer(retry)
 		select {
-		case ch <- m:
+		case sh := <-w.help:
+			sh.work(&sv)
+			sh.helpers.Done()
+		case <-wake:
+		case <-t.C:
 		case <-ctx.Done():
-			_ = m.Nak()
 		}
+		t.Stop()
 	}
 }
 
@@ -379,6 +301,10 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	}
 	t.batch = &b
 	t.st.Puzzles = len(b.Items)
+	if st, ok := w.sched.endedState(b.Job); ok && st != job.Finished {
+		t.drop(st)
+		return
+	}
 
 	// Keep the message ours while we work on it.
 	t.stopBeat = make(chan struct{})
@@ -401,15 +327,31 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	case err != nil:
 		t.fail(ctx, err)
 		return
+	case reason == queue.ReasonUnknownJob:
+		if st, ok := w.sched.endedState(b.Job); ok {
+			t.drop(st) // removed while the batch was in work
+			return
+		}
+		fallthrough
 	case reason != "":
 		t.deadLetter(reason, &RejectError{Reason: reason, Text: reasonText(reason, &b)})
 		return
 	}
-	if t.delivered > 1 && w.stored(ctx, &b, t.digest) {
-		// Its results were published, and the ack was lost: nothing to do.
-		t.ack()
-		t.done()
-		return
+	if t.delivered > 1 {
+		if c, ok := w.stored(ctx, &b, t.digest); ok {
+			// Its results were published, and the ack was lost (or the
+			// worker was lost before it): count them, if that was lost
+			// too, and ack.
+			finished, err := w.count(ctx, &b, c)
+			if err != nil {
+				t.fail(ctx, err)
+				return
+			}
+			t.ack()
+			w.finished(finished, b.Job)
+			t.done()
+			return
+		}
 	}
 	solved := w.answer(ctx, sv, &b, &t.st, t.sc)
 	if ctx.Err() != nil {
@@ -470,9 +412,25 @@ func (t *task) done() {
 	t.sc.release()
 }
 
+// drop ends a batch of a job that was cancelled or removed (state st,
+// "" for removed) while it waited: its work left the queue, so the message
+// is gone or going; it is not a failure, and no dead letter.
+func (t *task) drop(st job.State) {
+	t.st.Outcome = OutcomeDropped
+	_ = t.m.Term()
+	t.w.log.Debug("worker: batch of an ended job dropped", "job", t.batch.Job, "batch", t.batch.Index,
+		"state", cmp.Or(string(st), "removed"))
+	t.done()
+}
+
 // ack acks the message, whose results are stored.
 func (t *task) ack() {
 	if err := t.m.Ack(); err != nil {
+		if _, ended := t.w.sched.endedState(t.batch.Job); ended {
+			// Cancelled or finished meanwhile: its consumer is gone.
+			t.st.Outcome = OutcomeAcked
+			return
+		}
 		// The results are stored: a redelivery finds them and acks.
 		t.w.log.Warn("worker: ack failed; the batch will be redelivered", "job", t.batch.Job, "batch", t.batch.Index, "err", err)
 	}
@@ -487,7 +445,13 @@ func (t *task) commit(ctx context.Context, solved []cache.Entry) {
 		t.fail(ctx, err)
 		return
 	}
+	finished, err := t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
+	if err != nil {
+		t.fail(ctx, err)
+		return
+	}
 	t.ack()
+	t.w.finished(finished, t.batch.Job)
 	t.w.event(t.batch.Job, t.batch.Index, len(t.batch.Items))
 	t.w.cache.Put(ctx, solved)
 	t.done()

@@ -324,8 +324,13 @@ func TestOneDeadLetterPerMessage(t *testing.T) {
 	if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("x"), []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	// The first delivery, held and not acknowledged.
-	batch, err := e.q.Work.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	// The first delivery, held and not acknowledged, by the consumer a
+	// worker takes the stray work of job "x" with.
+	c, err := e.q.JobWork(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +382,11 @@ func TestRedeliveredBatchIsNotSolvedAgain(t *testing.T) {
 	}
 	// A first delivery that ends without an ack: the next one is a
 	// redelivery.
-	batch, err := e.q.Work.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	c, err := e.q.JobWork(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,9 @@ const (
 	// ExitUsage: the command line is wrong: an unknown command or flag, a
 	// bad flag value, a missing input file.
 	ExitUsage = 2
+	// ExitCancelled: the job waited for was cancelled; the results written
+	// are those done before.
+	ExitCancelled = 3
 	// ExitTimeout: stopped waiting for a job when job.wait_timeout passed
 	// (the job goes on); the status of timeout(1).
 	ExitTimeout = 124

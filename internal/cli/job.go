@@ -22,7 +22,7 @@ func init() { addCommand(newJobCmd) }
 func newJobCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "job",
-		Short: "Look at jobs: status, wait for one, list them, remove one",
+		Short: "Look at jobs: status, wait for one, list them, cancel or remove one",
 		Long: `A job's record and results live in JetStream (the jobs bucket and the
 results stream) until job.result_ttl passes or 'sudoku job rm' removes
 them; these commands need NATS only.`,
@@ -89,14 +89,11 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tCREATED\tSTATE\tLINES\tQUEUED\tCACHED\tREPEATED\tINVALID\tFAILED")
+			fmt.Fprintln(w, "ID\tCREATED\tSTATE\tPRIORITY\tLINES\tDONE\tQUEUED\tCACHED\tREPEATED\tINVALID\tUNSOLVED")
 			for _, r := range recs {
-				failed := "-"
-				if r.State == job.Finished {
-					failed = fmt.Sprint(r.Failures())
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Created.UTC().Format("2006-01-02 15:04:05"),
-					r.State, r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid, failed)
+				s := producer.StatusOf(r)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.ID, r.Created.UTC().Format("2006-01-02 15:04:05"),
+					s.State, r.Options.Priority.Or(), r.Lines, s.LinesDone, r.Queued, r.Cached, r.Repeated, r.Invalid, s.Unsolved())
 			}
 			return w.Flush()
 		},
@@ -104,8 +101,38 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 	list.Flags().IntVar(&limit, "limit", 20, "list at most `N` jobs")
 	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{
+		Use:   "cancel ID...",
+		Short: "Cancel jobs: their work not yet done leaves the queue; results so far stay",
+		Long: `Cancel each job ID: its record says cancelled, its batches not yet done
+leave the queue at once, and the batches workers hold are finished or
+dropped. The results stored before stay readable with 'sudoku job wait',
+which then exits with status 3. A job that has ended is left as it is.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			var errs []error
+			for _, id := range args {
+				rec, err := producer.Cancel(cmd.Context(), conn.Queue, id)
+				if err != nil {
+					errs = append(errs, jobError(id, err))
+					continue
+				}
+				if rec.State != job.Cancelled {
+					fmt.Fprintf(cmd.ErrOrStderr(), "job %s is %s already: left as it is\n", id, rec.State)
+					continue
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "job %s cancelled: %d of %d lines done\n", id, rec.LinesDone(), rec.Lines)
+			}
+			return errors.Join(errs...)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use:   "rm ID...",
-		Short: "Remove jobs: their pending work, results and records",
+		Short: "Remove jobs (cancelling those running): their pending work, results and records",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
@@ -135,6 +162,7 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 	r := &s.Record
 	fmt.Fprintf(w, "job       %s\n", r.ID)
 	fmt.Fprintf(w, "state     %s\n", r.State)
+	fmt.Fprintf(w, "priority  %s\n", r.Options.Priority.Or())
 	if r.Error != "" {
 		fmt.Fprintf(w, "error     %s\n", r.Error)
 	}
@@ -153,9 +181,7 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 		total += " so far"
 	}
 	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.LinesDone, r.Lines, pct, s.BatchesDone, total)
-	// A rate only while results are coming: the record does not say
-	// when the last one came (a job is marked finished by whoever reads
-	// it to the end, maybe much later).
+	// A rate only while results are coming.
 	live := r.State == job.Publishing || r.State == job.Published
 	if el := now.Sub(r.Created).Seconds(); live && el > 0 && s.LinesDone > 0 && s.LinesDone < r.Lines {
 		fmt.Fprintf(w, "rate      %.0f lines/s since created\n", float64(s.LinesDone)/el)
@@ -166,8 +192,8 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
 	}
-	// Repeats that the results' headers cannot resolve (a job not read
-	// to its end yet): their status is that of the line they repeat.
+	// Lines that repeat a line of another batch: their answer is that
+	// line's (job wait prints it).
 	switch n := s.Counts[job.RepeatStatus]; {
 	case n == 1:
 		parts = append(parts, "1 repeat of an earlier line")
@@ -178,5 +204,5 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 		parts = append(parts, "none yet")
 	}
 	fmt.Fprintf(w, "results   %s\n", strings.Join(parts, ", "))
-	fmt.Fprintf(w, "failed    %d\n", s.Failures())
+	fmt.Fprintf(w, "unsolved  %d (no unique solution: none, several, invalid or given up)\n", s.Unsolved())
 }

@@ -390,6 +390,8 @@ func jobError(id string, err error) error {
 		return fmt.Errorf("no job %s (never submitted, removed, or expired)", id)
 	case errors.Is(err, producer.ErrJobFailed):
 		return fmt.Errorf("job %s failed and will never finish: %w", id, err)
+	case errors.Is(err, job.ErrCancelled):
+		return &exitError{code: ExitCancelled, err: fmt.Errorf("%w; the results written are those done before", err)}
 	}
 	return err
 }
@@ -402,7 +404,6 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 	return worker.Options{
 		Concurrency:     cfg.WorkerConcurrency(),
-		Fetch:           cfg.WorkerFetch(),
 		MaxNodes:        cfg.Worker.MaxNodes,
 		Heartbeat:       cfg.WorkerHeartbeat(),
 		NakDelays:       cfg.Queue.Backoff,

@@ -192,18 +192,18 @@ func stepDown(t testing.TB, nc *nats.Conn, stream, consumer string) {
 	}
 }
 
-// leaders says which server leads each stream of q and its consumer ("" for
-// one that does not answer now).
+// leaders says which server leads each stream of q and a job's consumer
+// ("" for one that does not answer now).
 type leaders struct {
 	work, results, jobs, dlq, consumer string
 }
 
 func (l leaders) String() string {
-	return fmt.Sprintf("work stream %s, results stream %s, jobs bucket %s, dead-letter stream %s, bulk consumer %s",
+	return fmt.Sprintf("work stream %s, results stream %s, jobs bucket %s, dead-letter stream %s, job consumer %s",
 		l.work, l.results, l.jobs, l.dlq, l.consumer)
 }
 
-func leadersOf(t testing.TB, q *queue.Queue) leaders {
+func leadersOf(t testing.TB, q *queue.Queue, id string) leaders {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -221,8 +221,11 @@ func leadersOf(t testing.TB, q *queue.Queue) leaders {
 			*x.to = si.CachedInfo().Cluster.Leader
 		}
 	}
-	if ci, err := q.Work.Info(ctx); err == nil && ci.Cluster != nil {
-		l.consumer = ci.Cluster.Leader
+	if id == "" {
+		return l
+	}
+	if c, err := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id)); err == nil && c.CachedInfo().Cluster != nil {
+		l.consumer = c.CachedInfo().Cluster.Leader
 	}
 	return l
 }
@@ -233,10 +236,10 @@ func leadersOf(t testing.TB, q *queue.Queue) leaders {
 // server in the middle of the job:
 //
 //   - results_stream_leader: the server leading the results stream, where
-//     the workers publish every batch's results (and not the bulk
+//     the workers publish every batch's results (and not the job's
 //     consumer, whose leader is moved off it first);
-//   - consumer_leader: the server leading the workers' bulk consumer,
-//     which holds their pull requests and takes their acks (and not the
+//   - consumer_leader: the server leading the job's consumer, which
+//     holds the workers' pull requests and takes their acks (and not the
 //     results stream, whose leader is moved off it first);
 //   - jobs_bucket_leader: the server leading the jobs bucket, which holds
 //     the job's record and manifests (and neither of the others): the
@@ -291,34 +294,39 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 		return err == nil
 	})
 	// The victim's role on a server of its own (the results stream and
-	// the bulk consumer apart; the jobs bucket apart from both), so that
-	// each case loses that role only.
+	// the job's consumer apart; the jobs bucket apart from both), so that
+	// each case loses that role only: the streams before the job is
+	// submitted, its consumer (which the submission creates) after.
 	var l leaders
+	var id string
 	alone := func(l leaders) bool {
-		if l.results == "" || l.consumer == "" || l.jobs == "" {
+		if l.results == "" || l.jobs == "" || (id != "" && l.consumer == "") {
 			return false
 		}
 		if victimRole == "jobs_bucket_leader" {
-			return l.jobs != l.results && l.jobs != l.consumer
+			return l.jobs != l.results && (id == "" || l.jobs != l.consumer)
 		}
-		return l.results != l.consumer
+		return id == "" || l.results != l.consumer
 	}
-	waitUntil(t, 30*time.Second, "the "+victimRole+" alone on its server", func() bool {
-		l = leadersOf(t, q)
-		if alone(l) {
-			return true
-		}
-		switch victimRole {
-		case "consumer_leader":
-			stepDown(t, nc, q.Opts.ResultsStream(), "")
-		case "jobs_bucket_leader":
-			stepDown(t, nc, "KV_"+q.Opts.JobsBucket(), "")
-		default:
-			stepDown(t, nc, q.Opts.Stream, q.Opts.Consumer+"-bulk")
-		}
-		time.Sleep(time.Second)
-		return false
-	})
+	align := func() {
+		waitUntil(t, 30*time.Second, "the "+victimRole+" alone on its server", func() bool {
+			l = leadersOf(t, q, id)
+			if alone(l) {
+				return true
+			}
+			switch {
+			case victimRole == "jobs_bucket_leader":
+				stepDown(t, nc, "KV_"+q.Opts.JobsBucket(), "")
+			case id == "" || victimRole == "consumer_leader":
+				stepDown(t, nc, q.Opts.ResultsStream(), "")
+			default:
+				stepDown(t, nc, q.Opts.Stream, q.Opts.JobConsumer(id))
+			}
+			time.Sleep(time.Second)
+			return false
+		})
+	}
+	align()
 
 	// Hard puzzles, so that the job lasts long enough to kill a server
 	// in the middle of it.
@@ -330,7 +338,8 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	if code != 0 {
 		t.Fatalf("submit: exit %d: %s", code, stderr)
 	}
-	id := strings.TrimSpace(out)
+	id = strings.TrimSpace(out)
+	align()
 	// The waiter starts with the cluster whole, and must ride the
 	// failover out. (One started while a server is down may exit 1 with
 	// "read results: context deadline exceeded": nats-server 2.9 places
@@ -362,7 +371,7 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	}
 	waitUntil(t, 30*time.Second, "the workers a tenth into the job", func() bool { return done() >= batches/10 })
 
-	l = leadersOf(t, q)
+	l = leadersOf(t, q, id)
 	victimName := map[string]string{"results_stream_leader": l.results, "consumer_leader": l.consumer,
 		"jobs_bucket_leader": l.jobs}[victimRole]
 	var victim *natsNode
@@ -392,10 +401,11 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	consumerState := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		ci, err := q.Work.Info(ctx)
+		c, err := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id))
 		if err != nil {
 			return "consumer info: " + err.Error()
 		}
+		ci := c.CachedInfo()
 		return fmt.Sprintf("consumer leader %s: %d pending, %d ack pending, %d redelivered, %d pull requests waiting",
 			ci.Cluster.Leader, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)
 	}

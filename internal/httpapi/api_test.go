@@ -271,7 +271,7 @@ func TestJobTextMatchesLocal(t *testing.T) {
 	if j.Lines != 403 || j.Queued != 400 || j.Invalid != 2 || j.Repeated != 1 || j.Cached != 0 || j.Done != 403 ||
 		j.Batches != 9 || j.BatchesDone != 9 || j.Progress != 1 || j.Finished == nil || j.Error != "" ||
 		len(j.Counts) != 2 || j.Counts[string(result.StatusUnique)] != 401 || j.Counts[string(result.StatusInvalid)] != 2 ||
-		j.Failed != 2 || j.Rate <= 0 {
+		j.Unsolved != 2 || j.Rate <= 0 {
 		t.Errorf("job: %+v", j)
 	}
 
@@ -557,7 +557,7 @@ func TestJobFinishedWithoutReader(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	want := map[string]int64{string(result.StatusUnique): 61, string(result.StatusInvalid): 1}
-	if !maps.Equal(j.Counts, want) || j.Done != 62 || j.BatchesDone != 2 || j.Progress != 1 || j.Failed != 1 ||
+	if !maps.Equal(j.Counts, want) || j.Done != 62 || j.BatchesDone != 2 || j.Progress != 1 || j.Unsolved != 1 ||
 		j.Finished == nil || j.Elapsed <= 0 {
 		t.Errorf("finished job: %+v; want counts %v", j, want)
 	}
@@ -1162,7 +1162,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		path   []string
 		want   []string
 	}{
-		{"Job", []string{"state"}, sorted(string(job.Publishing), string(job.Published), string(job.Finished), string(job.Failed))},
+		{"Job", []string{"state"}, sorted(string(job.Publishing), string(job.Published), string(job.Finished), string(job.Cancelled), string(job.Failed))},
 		{"Result", []string{"status"}, sorted(statuses...)},
 		{"CacheStats", []string{"state"}, sorted("up", "down", "none")},
 	} {

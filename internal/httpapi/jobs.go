@@ -63,7 +63,8 @@ func jobLinks(id string) Links {
 // one puzzle per line; or, with Content-Type application/json, an array
 // of strings, one puzzle each) and streamed through producer.Submit, so
 // memory does not grow with the body. ?force=true solves cached puzzles
-// again; ?first=true stops at each puzzle's first solution.
+// again; ?first=true stops at each puzzle's first solution;
+// ?priority=low|normal|high sets the job's share of the workers.
 //
 // A body over MaxBodyBytes gets a 413, malformed JSON a 400, an upload
 // broken off a 400. Bodies are read up to spoolBytes (1 MiB) before the
@@ -80,6 +81,9 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	if opts.FirstSolution, err = boolParam(r, "first"); err != nil {
 		return err
+	}
+	if opts.Priority, err = job.ParsePriority(r.URL.Query().Get("priority")); err != nil {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "?priority=: %v", err)
 	}
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		return tooLarge(s.opts.MaxBodyBytes)
@@ -293,9 +297,9 @@ type Job struct {
 	ID string `json:"id"`
 	// State is "publishing" (batches are still being published),
 	// "published" (every batch is out; results are coming in), "finished"
-	// (every result is in, and counted: marked by the first reader of all
-	// the results, or by this server soon after they are all in; see
-	// finisher) or "failed" (the submission stopped; Error says why, and
+	// (every result is in and counted: set by whoever stored the last
+	// ones), "cancelled" (its work not done left the queue; the results
+	// done stay) or "failed" (the submission stopped; Error says why, and
 	// the job has no results).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
@@ -316,11 +320,14 @@ type Job struct {
 	// Rate is Done over the time since the job was created (until it
 	// finished), in lines per second.
 	Rate float64 `json:"rate"`
-	// Counts are the results so far by status ("repeat": a repeated line
-	// whose original is in another batch, until the job finishes);
-	// Failed of them are not unique solutions.
-	Counts map[string]int64 `json:"counts"`
-	Failed int64            `json:"failed"`
+	// Counts are the results so far by status ("repeat": a line that
+	// repeats a line of another batch, whose answer it has); they sum to
+	// Done. Unsolved of them are answers other than a unique solution
+	// (none, multiple, invalid, gave_up): answers, not failures.
+	Counts   map[string]int64 `json:"counts"`
+	Unsolved int64            `json:"unsolved"`
+	// Priority is the job's share of the workers: low, normal or high.
+	Priority string `json:"priority"`
 	// Created is when the job was submitted; Finished when its results
 	// were all collected (absent until then); Elapsed the seconds in
 	// between (or until now).
@@ -335,7 +342,7 @@ func jobView(st *producer.Status, now time.Time) Job {
 	r := &st.Record
 	v := Job{ID: r.ID, State: string(r.State), Error: r.Error, Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached,
 		Repeated: r.Repeated, Queued: r.Queued, Done: st.LinesDone, Batches: r.Batches, BatchesDone: st.BatchesDone,
-		Counts: map[string]int64{}, Failed: st.Failures(), Created: r.Created, Links: jobLinks(r.ID)}
+		Counts: map[string]int64{}, Unsolved: st.Unsolved(), Priority: string(r.Options.Priority.Or()), Created: r.Created, Links: jobLinks(r.ID)}
 	for k, n := range st.Counts {
 		v.Counts[string(k)] = n
 	}
@@ -382,7 +389,24 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.finish.maybe(&st)
+	v := jobView(&st, time.Now())
+	writeJSON(w, http.StatusOK, &v)
+	return nil
+}
+
+// cancelJob answers POST /v1/jobs/{id}/cancel: the job is cancelled (its
+// work not yet done leaves the queue; its results so far stay) and its
+// view returned. A job that has ended is left as it is: 200 with its
+// view all the same.
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.jobStatus(r); err != nil {
+		return err
+	}
+	rec, err := producer.Cancel(r.Context(), s.q, r.PathValue("id"))
+	if err != nil {
+		return queueUnavailable(err)
+	}
+	st := producer.StatusOf(rec)
 	v := jobView(&st, time.Now())
 	writeJSON(w, http.StatusOK, &v)
 	return nil
@@ -415,8 +439,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// jobViews returns the newest jobs' views; the progress of the jobs not
-// finished is tallied from their results.
+// jobViews returns the newest jobs' views, from their records alone.
 func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
 	recs, err := producer.Jobs(ctx, s.q, limit)
 	if err != nil {
@@ -425,15 +448,7 @@ func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
 	now := time.Now()
 	out := make([]Job, 0, len(recs))
 	for _, rec := range recs {
-		st := producer.Status{Record: rec}
-		if rec.State != job.Finished {
-			if got, err := producer.JobStatus(ctx, s.q, rec.ID); err == nil {
-				st = got
-				s.finish.maybe(&st)
-			}
-		} else {
-			st.BatchesDone, st.LinesDone, st.Counts = rec.Batches, rec.Lines, job.Counts(rec.Counts)
-		}
+		st := producer.StatusOf(rec)
 		out = append(out, jobView(&st, now))
 	}
 	return out, nil
@@ -479,7 +494,7 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 	if st.Record.State == job.Failed {
 		return errorf(http.StatusConflict, CodeJobFailed, "job %s failed and has no results: %s", id, st.Record.Error)
 	}
-	if !wait && st.Record.State != job.Finished && !(st.Record.State == job.Published && st.BatchesDone == st.Record.Batches) {
+	if !wait && !st.Record.Complete() && st.Record.State != job.Cancelled {
 		return errorf(http.StatusConflict, CodeJobNotFinished, "job %s is not finished: %d of %d lines done",
 			id, st.LinesDone, st.Record.Lines)
 	}

@@ -116,7 +116,6 @@ type Server struct {
 	metrics *apiMetrics
 	hot     *hotCache
 	stats   *statsHub
-	finish  *finisher
 	mux     *http.ServeMux
 	handler http.Handler
 	// patterns are the registered patterns, for the tests.
@@ -148,7 +147,6 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		mux:     http.NewServeMux(),
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	s.finish = newFinisher(s)
 	var err error
 	if s.stats, err = newStatsHub(s); err != nil {
 		s.endStreams()
@@ -165,14 +163,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Registry returns the registry of the API's metrics, served at /metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
-// Close ends the streams in progress, stops the statistics and waits for
-// the jobs being marked finished (see finisher). It does not close the
-// queue or the cache. It is safe to call twice.
+// Close ends the streams in progress and stops the statistics. It does
+// not close the queue or the cache. It is safe to call twice.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.endStreams()
 		s.stats.close()
-		s.finish.wait()
 	})
 }
 
@@ -200,6 +196,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/jobs", apiRoute, s.postJobs)
 	s.handle("GET /v1/jobs", apiRoute, s.listJobs)
 	s.handle("GET /v1/jobs/{id}", apiRoute, s.getJob)
+	s.handle("POST /v1/jobs/{id}/cancel", apiRoute, s.cancelJob)
 	s.handle("GET /v1/jobs/{id}/results", streamRoute, s.getResults)
 	s.handle("GET /v1/stats", apiRoute, s.getStats)
 	s.handle("GET /v1/events", streamRoute, s.getEvents)

@@ -261,17 +261,17 @@ func (s *Server) cacheState() (string, time.Time) {
 	return "up", time.Time{}
 }
 
-// queueStats asks the work consumer for its figures.
+// queueStats asks the jobs' work consumers for their figures.
 func (h *statsHub) queueStats(ctx context.Context) (*QueueStats, error) {
 	if !h.s.nc.IsConnected() {
 		return nil, fmt.Errorf("NATS: %s", h.s.nc.Status())
 	}
-	b, err := h.s.q.Work.Info(ctx)
+	b, err := h.s.q.Backlog(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("consumer info: %w", err)
+		return nil, err
 	}
-	return &QueueStats{Pending: b.NumPending, AckPending: b.NumAckPending, Redelivered: b.NumRedelivered,
-		Waiting: b.NumWaiting}, nil
+	return &QueueStats{Pending: b.Pending, AckPending: int(b.AckPending), Redelivered: int(b.Redelivered),
+		Waiting: int(b.Waiting)}, nil
 }
 
 // pingWait is how long workers counts the answers to its question.

@@ -34,7 +34,17 @@ const (
 	// Failed: the submission stopped before every batch was published
 	// (Error says why); the job will never finish.
 	Failed State = "failed"
+	// Cancelled: someone cancelled the job; its work not yet done left the
+	// queue, and the results stored before stay readable.
+	Cancelled State = "cancelled"
 )
+
+// Active reports whether a job in state s may still get work done:
+// Publishing or Published.
+func (s State) Active() bool { return s == Publishing || s == Published }
+
+// Ended reports whether s is a final state.
+func (s State) Ended() bool { return s == Finished || s == Failed || s == Cancelled }
 
 // Options are what a job was asked to do.
 type Options struct {
@@ -48,6 +58,9 @@ type Options struct {
 	// JSONResults: results messages in the JSON form (JSONResults), and
 	// no Repeat items, so that any client can read them.
 	JSONResults bool `json:"json_results,omitempty"`
+	// Priority is the job's share of the workers (PriorityNormal when
+	// empty).
+	Priority Priority `json:"priority,omitempty"`
 }
 
 // Record is a job's record, kept in the jobs bucket under the job's id as
@@ -72,9 +85,17 @@ type Record struct {
 	Queued   int64 `json:"queued"`
 	// Batches is the number of batches published (final once Published).
 	Batches int64 `json:"batches"`
-	// Counts are the results by status, one per line, repeats included;
-	// set when the job is Finished.
+	// Counts are the results stored so far by status, one per line:
+	// each batch's results are added once, by whoever stores them (a
+	// worker, or the producer for a batch the cache answered whole).
+	// Lines that repeat a line of another batch are counted as
+	// RepeatStatus. They sum to the lines of the batches in Done, and so
+	// to Lines once the job is Finished.
 	Counts map[result.Status]int64 `json:"counts,omitempty"`
+	// Done has bit i set when batch i's results are stored and counted;
+	// DoneBatches counts its bits.
+	Done        []byte `json:"done,omitempty"`
+	DoneBatches int64  `json:"done_batches,omitempty"`
 	// Error says why a Failed job failed.
 	Error   string    `json:"error,omitempty"`
 	Created time.Time `json:"created"`
@@ -88,7 +109,74 @@ type Record struct {
 	// Heartbeat is when the producer last said it was publishing: at
 	// least every HeartbeatEvery while the job is Publishing.
 	Heartbeat time.Time `json:"heartbeat,omitzero"`
-	Finished  time.Time `json:"finished,omitzero"`
+	// Finished is when the job reached its final state.
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// HasDone reports whether batch index's results are counted.
+func (r *Record) HasDone(index uint64) bool {
+	return index/8 < uint64(len(r.Done)) && r.Done[index/8]&(1<<(index%8)) != 0
+}
+
+// LinesDone returns the lines whose results are stored: the sum of Counts.
+func (r *Record) LinesDone() int64 {
+	var n int64
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n
+}
+
+// AddResults counts the results of batch index, c, unless they are
+// counted already (a batch redelivered after its results were stored),
+// and finishes the job if they were its last. It reports whether it
+// changed r. The results of a cancelled job's batches are counted too:
+// they are stored and readable.
+func (r *Record) AddResults(index uint64, c Counts, now time.Time) bool {
+	if r.HasDone(index) || r.State == Failed {
+		return false
+	}
+	if need := int(index/8) + 1; len(r.Done) < need {
+		r.Done = append(r.Done, make([]byte, need-len(r.Done))...)
+	}
+	r.Done[index/8] |= 1 << (index % 8)
+	r.DoneBatches++
+	if r.Counts == nil {
+		r.Counts = map[result.Status]int64{}
+	}
+	for st, n := range c {
+		if n != 0 {
+			r.Counts[st] += n
+		}
+	}
+	r.FinishIfDone(now)
+	return true
+}
+
+// Complete reports whether every batch of a Published job has its results
+// stored: the one definition of a job's end of work.
+func (r *Record) Complete() bool {
+	return (r.State == Published || r.State == Finished) && r.DoneBatches >= r.Batches
+}
+
+// FinishIfDone moves a Published job whose results are all stored to
+// Finished, and reports whether it did.
+func (r *Record) FinishIfDone(now time.Time) bool {
+	if r.State != Published || r.DoneBatches < r.Batches {
+		return false
+	}
+	r.State, r.Finished = Finished, now.UTC()
+	return true
+}
+
+// Cancel moves an active job to Cancelled, and reports whether it did.
+func (r *Record) Cancel(now time.Time) bool {
+	if !r.State.Active() {
+		return false
+	}
+	r.State, r.Finished = Cancelled, now.UTC()
+	r.Error = "cancelled"
+	return true
 }
 
 // HeartbeatEvery is how often a producer refreshes Record.Heartbeat while
@@ -136,17 +224,19 @@ func DecodeRecord(data []byte) (Record, error) {
 
 // FailStale marks a Stale record Failed, saying why.
 func (r *Record) FailStale() {
-	r.State = Failed
+	r.State, r.Finished = Failed, time.Now().UTC()
 	r.Error = fmt.Sprintf("its producer stopped publishing after %d lines (no heartbeat since %s)",
 		r.Lines, r.Heartbeat.Format(time.RFC3339))
 }
 
-// Failures returns the number of lines without a unique (or, in
-// first-solution mode, any) solution; valid once the job is finished.
-func (r *Record) Failures() int64 {
+// Unsolved returns the lines done without a unique (or, in
+// first-solution mode, any) solution, repeats of other lines apart: no
+// solution, several, invalid, or given up. None of them is a failure of
+// the job.
+func (r *Record) Unsolved() int64 {
 	var n int64
 	for st, c := range r.Counts {
-		if st != result.StatusUnique && st != result.StatusSolved {
+		if st != result.StatusUnique && st != result.StatusSolved && st != RepeatStatus {
 			n += c
 		}
 	}

@@ -78,8 +78,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, r) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
 	}
-	if f := got.Failures(); f != 2 {
-		t.Errorf("Failures = %d, want 2", f)
+	if f := got.Unsolved(); f != 2 {
+		t.Errorf("Unsolved = %d, want 2", f)
 	}
 	for _, bad := range []string{`{`, `{"v":2,"id":"a"}`, `{"v":1,"id":"a.b"}`} {
 		if _, err := DecodeRecord([]byte(bad)); err == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +54,48 @@ func (s *Store) Update(ctx context.Context, r *Record, rev uint64) (uint64, erro
 	}
 	return n, nil
 }
+
+// ErrCancelled is matched by the errors of work on a job that was
+// cancelled.
+var ErrCancelled = errors.New("job cancelled")
+
+// ErrUnchanged, returned by the function given to Apply, leaves the
+// record as it is; Apply then returns it and no error.
+var ErrUnchanged = errors.New("record unchanged")
+
+// Apply changes job id's record with fn, by compare-and-set on its
+// revision: fn is called on the record as it is now, and again on a
+// newer one when another client changed it meanwhile, so that every
+// change is applied to the latest record and none is lost. It returns the
+// record as stored. fn's error other than ErrUnchanged stops Apply and is
+// returned.
+func (s *Store) Apply(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
+	for attempt := 0; ; attempt++ {
+		r, rev, err := s.Get(ctx, id)
+		if err != nil {
+			return r, err
+		}
+		if err := fn(&r); errors.Is(err, ErrUnchanged) {
+			return r, nil
+		} else if err != nil {
+			return r, err
+		}
+		_, err = s.Update(ctx, &r, rev)
+		if err == nil || !errors.Is(err, ErrConflict) || attempt >= maxApply {
+			return r, err
+		}
+		// Many writers of one record (workers storing its batches at the
+		// same moment): a short random pause spreads them.
+		select {
+		case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 5)))):
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+	}
+}
+
+// maxApply bounds the attempts of Apply at one change.
+const maxApply = 100
 
 // Get returns a job's record and its revision.
 func (s *Store) Get(ctx context.Context, id string) (Record, uint64, error) {

@@ -58,8 +58,8 @@ type Options struct {
 	Retention time.Duration
 	// MaxMsgBytes bounds a message's size (0: the server's limit).
 	MaxMsgBytes int32
-	// Consumer is the durable consumer's base name (default
-	// "sudoku-workers"); the bulk consumer adds "-bulk".
+	// Consumer is the durable consumers' base name (default
+	// "sudoku-workers"): a job's consumer is named by JobConsumer.
 	Consumer string
 	// AckWait is how long a delivered message may go without an ack or an
 	// InProgress before it is delivered again (default 10s).
@@ -81,12 +81,11 @@ type Options struct {
 	// that a client with other settings (replicas, ack wait) never
 	// rewrites what a deployment shares.
 	Update bool
-	// NoConsumer makes Setup leave the workers' consumer alone (Queue.Work
-	// stays nil): for commands that only publish work or read jobs, which
-	// then do not wait on the consumer's leader (a cluster that lost a
-	// server elects it anew; until then its info request goes unanswered).
-	// Work published before any worker created the consumer waits in the
-	// stream for it.
+	// NoConsumer makes Setup leave the work stream's consumers alone: for
+	// commands that only publish work or read jobs. Without it (workers),
+	// Setup deletes the consumer every worker shared before work was
+	// divided into a consumer per job (JobConsumer), which would overlap
+	// theirs; its messages stay in the stream for the jobs' consumers.
 	NoConsumer bool
 }
 
@@ -193,17 +192,13 @@ const (
 type Queue struct {
 	JS   jetstream.JetStream
 	Opts Options
-	// Work is the durable pull consumer the workers share (nil with
-	// Options.NoConsumer).
-	Work jetstream.Consumer
 	// Results is the results stream.
 	Results jetstream.Stream
 	// Jobs is the jobs bucket.
 	Jobs jetstream.KeyValue
 }
 
-// Setup creates the work stream and its consumer (unless
-// Options.NoConsumer), the results stream, the jobs bucket and the
+// Setup creates the work stream, the results stream, the jobs bucket and the
 // dead-letter stream when they are missing, and with Options.Update also
 // brings existing ones to these Options. It is idempotent: every worker
 // and producer calls it at start-up.
@@ -232,21 +227,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		}); err != nil || o.NoConsumer {
 			return err
 		}
-		cc := jetstream.ConsumerConfig{
-			Durable:       o.Consumer + "-bulk",
-			Description:   "sudoku-queue workers, shared by every worker process",
-			FilterSubject: o.WorkFilter(),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       o.AckWait,
-			MaxDeliver:    o.MaxDeliver,
-			MaxAckPending: o.MaxAckPending,
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-		}
-		var err error
-		if q.Work, err = o.consumer(ctx, js, o.Stream, cc); err != nil {
-			return fmt.Errorf("queue: create consumer %s on %s: %w", cc.Durable, o.Stream, err)
-		}
-		return nil
+		return o.dropSharedConsumer(ctx, js)
 	})
 	g.Go(func() error {
 		var err error
@@ -296,41 +277,6 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 		return nil, err
 	}
 	return q, nil
-}
-
-// consumer returns the durable consumer cc names: created when missing
-// (or found created meanwhile by another client), brought to cc when it
-// differs and o.Update is set, else as it is. One with another filter
-// subject (an older subject layout) is deleted and created anew rather
-// than updated: nats-server 2.9 takes a new filter on an update but goes
-// on delivering by the old one, so that messages published after it would
-// never be delivered. On a work-queue stream no message is lost by that:
-// what was delivered and not acknowledged stays in the stream for the new
-// consumer.
-func (o Options) consumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	c, err := js.Consumer(ctx, stream, cc.Durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		// A create that finds the consumer is never turned into an update
-		// (see stream).
-		if c, err = js.CreateConsumer(ctx, stream, cc); !errors.Is(err, jetstream.ErrConsumerExists) {
-			return c, err // created here
-		}
-		c, err = js.Consumer(ctx, stream, cc.Durable) // by another client meanwhile
-	}
-	if err != nil || !o.Update {
-		return c, err
-	}
-	old := c.CachedInfo().Config
-	switch {
-	case old.FilterSubject != cc.FilterSubject || len(old.FilterSubjects) > 0:
-		if err := js.DeleteConsumer(ctx, stream, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, err
-		}
-	case old.Description == cc.Description && old.AckPolicy == cc.AckPolicy && old.AckWait == cc.AckWait &&
-		old.MaxDeliver == cc.MaxDeliver && old.MaxAckPending == cc.MaxAckPending && old.DeliverPolicy == cc.DeliverPolicy:
-		return c, nil // as wanted: no update
-	}
-	return js.CreateOrUpdateConsumer(ctx, stream, cc)
 }
 
 // bucket returns the key-value bucket cfg names: created when missing (or

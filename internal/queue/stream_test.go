@@ -28,18 +28,11 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 			ctx := context.Background()
 			q := testenv.NewQueue(t, server, queue.Options{AckWait: 30 * time.Second, Retention: time.Hour, Update: true})
 			o := q.Opts
-			check := func(ackWait, maxAge time.Duration) {
+			check := func(maxAge time.Duration) {
 				t.Helper()
-				c, err := q.JS.Consumer(ctx, o.Stream, o.Consumer+"-bulk")
-				if err != nil {
-					t.Fatal(err)
-				}
 				s, err := q.JS.Stream(ctx, o.ResultsStream())
 				if err != nil {
 					t.Fatal(err)
-				}
-				if got := c.CachedInfo().Config.AckWait; got != ackWait {
-					t.Errorf("ack wait %v, want %v", got, ackWait)
 				}
 				if got := s.CachedInfo().Config.MaxAge; got != maxAge {
 					t.Errorf("results max age %v, want %v", got, maxAge)
@@ -50,12 +43,12 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 			if _, err := queue.Setup(ctx, q.JS, other); err != nil {
 				t.Fatal(err)
 			}
-			check(30*time.Second, time.Hour)
+			check(time.Hour)
 			other.Update = true
 			if _, err := queue.Setup(ctx, q.JS, other); err != nil {
 				t.Fatal(err)
 			}
-			check(5*time.Second, time.Minute)
+			check(time.Minute)
 			// A client creates what is missing.
 			if err := q.JS.DeleteStream(ctx, o.DLQStream); err != nil {
 				t.Fatal(err)
@@ -71,60 +64,51 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 	}
 }
 
-// TestSetupReplacesAConsumerWithAnotherFilter checks that a worker meeting
-// the work consumer of an older layout (another filter subject, as before
-// jobs had subjects of their own) gets every message published after it
-// started: nats-server 2.9 takes the new filter on an update but goes on
-// delivering by the old one, skipping the new messages for good.
-func TestSetupReplacesAConsumerWithAnotherFilter(t *testing.T) {
+// TestSetupDropsTheSharedConsumer checks that a worker's set-up deletes
+// the consumer every worker shared before work was divided by job (its
+// filter overlaps every job's, which a work-queue stream refuses), and
+// that the work it held is then delivered by the job's own consumer.
+func TestSetupDropsTheSharedConsumer(t *testing.T) {
 	for _, server := range testenv.Servers {
 		t.Run(server, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			q := testenv.NewQueue(t, server, queue.Options{Update: true})
+			q := testenv.NewQueue(t, server, queue.Options{})
 			o := q.Opts
 			durable := o.Consumer + "-bulk"
-			if err := q.JS.DeleteConsumer(ctx, o.Stream, durable); err != nil {
-				t.Fatal(err)
-			}
-			old := o.Prefix + ".jobs.bulk" // the layout before job subjects
 			if _, err := q.JS.CreateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
-				Durable: durable, FilterSubject: old, AckPolicy: jetstream.AckExplicitPolicy,
+				Durable: durable, FilterSubject: o.WorkFilter(), AckPolicy: jetstream.AckExplicitPolicy,
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.JS.Publish(ctx, old, []byte("old")); err != nil {
+			if _, err := q.JS.Publish(ctx, o.WorkSubject("j1"), []byte("old")); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := q.JobWork(ctx, "j1"); err == nil {
+				t.Fatal("a job's consumer beside the shared one: want the server to refuse the overlap")
 			}
 			nq, err := queue.Setup(ctx, q.JS, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := nq.Work.CachedInfo().Config.FilterSubject; got != o.WorkFilter() {
-				t.Fatalf("filter %q, want %q", got, o.WorkFilter())
+			if _, err := q.JS.Consumer(ctx, o.Stream, durable); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				t.Fatalf("the shared consumer after set-up: %v, want it deleted", err)
 			}
-			if _, err := q.JS.Publish(ctx, o.WorkSubject("j1"), []byte("new")); err != nil {
+			c, err := nq.JobWork(ctx, "j1")
+			if err != nil {
 				t.Fatal(err)
 			}
-			batch, err := nq.Work.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
+			batch, err := c.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for m := range batch.Messages() {
-				got = append(got, m.Subject())
+				got = append(got, string(m.Data()))
 				_ = m.Ack()
 			}
-			if len(got) != 1 || got[0] != o.WorkSubject("j1") {
-				t.Errorf("fetched %q, want the one message on %s", got, o.WorkSubject("j1"))
-			}
-			// The message of the old layout stays in the stream, not lost.
-			s, err := q.JS.Stream(ctx, o.Stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := s.CachedInfo().State.Msgs; n != 1 {
-				t.Errorf("%d messages left in the work stream, want the old one", n)
+			if len(got) != 1 || got[0] != "old" {
+				t.Errorf("fetched %q, want the message the shared consumer held", got)
 			}
 		})
 	}
@@ -263,9 +247,9 @@ func TestCreatedMeanwhile(t *testing.T) {
 	}
 }
 
-// TestSetupWithoutConsumer checks that Options.NoConsumer leaves the
-// workers' consumer out, and that work published before any worker set
-// the consumer up is delivered once one does.
+// TestSetupWithoutConsumer checks that Options.NoConsumer leaves the work
+// stream's consumers alone, and that work published before its job's
+// consumer exists is delivered once it does.
 func TestSetupWithoutConsumer(t *testing.T) {
 	for _, server := range testenv.Servers {
 		t.Run(server, func(t *testing.T) {
@@ -273,29 +257,31 @@ func TestSetupWithoutConsumer(t *testing.T) {
 			defer cancel()
 			q := testenv.NewQueue(t, server, queue.Options{})
 			o := q.Opts
-			if err := q.JS.DeleteConsumer(ctx, o.Stream, o.Consumer+"-bulk"); err != nil {
+			shared := o.Consumer + "-bulk"
+			if _, err := q.JS.CreateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
+				Durable: shared, FilterSubject: o.WorkFilter(), AckPolicy: jetstream.AckExplicitPolicy,
+			}); err != nil {
 				t.Fatal(err)
 			}
 			producer := o
 			producer.NoConsumer = true
-			pq, err := queue.Setup(ctx, q.JS, producer)
-			if err != nil {
+			if _, err := queue.Setup(ctx, q.JS, producer); err != nil {
 				t.Fatal(err)
 			}
-			if pq.Work != nil {
-				t.Error("Setup with NoConsumer returned a consumer")
+			if _, err := q.JS.Consumer(ctx, o.Stream, shared); err != nil {
+				t.Fatalf("after Setup with NoConsumer, the shared consumer: %v; want it left alone", err)
 			}
-			if _, err := q.JS.Consumer(ctx, o.Stream, o.Consumer+"-bulk"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				t.Fatalf("after Setup with NoConsumer, the consumer: %v; want ErrConsumerNotFound", err)
+			if err := q.JS.DeleteConsumer(ctx, o.Stream, shared); err != nil {
+				t.Fatal(err)
 			}
 			if _, err := q.JS.Publish(ctx, o.WorkSubject("06h3nocons"), []byte("early")); err != nil {
 				t.Fatal(err)
 			}
-			wq, err := queue.Setup(ctx, q.JS, o)
+			c, err := q.JobWork(ctx, "06h3nocons")
 			if err != nil {
 				t.Fatal(err)
 			}
-			batch, err := wq.Work.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -672,8 +672,9 @@ func (s *sys) describe(id string) string {
 		}
 	}
 	fmt.Fprintf(&b, "%d batches with results; the first without: %v\n", s.batchesDone(id), missing)
-	if ci, err := s.q.Work.Info(ctx); err == nil {
-		fmt.Fprintf(&b, "consumer: %d pending, %d unacknowledged, %d redelivered, %d waiting, ack floor %d, delivered %d\n",
+	if c, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(id)); err == nil {
+		ci := c.CachedInfo()
+		fmt.Fprintf(&b, "job's consumer: %d pending, %d unacknowledged, %d redelivered, %d waiting, ack floor %d, delivered %d\n",
 			ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.AckFloor.Stream, ci.Delivered.Stream)
 	} else {
 		fmt.Fprintf(&b, "consumer: %v\n", err)
@@ -745,12 +746,12 @@ func (s *sys) checkDrained() {
 // nothing is, and the number of orphan messages in the work stream.
 func (s *sys) queueState(ctx context.Context) (string, int) {
 	var left []string
-	ci, err := s.q.Work.Info(ctx)
+	b, err := s.q.Backlog(ctx)
 	if err != nil {
-		return "consumer: " + err.Error(), 0
+		return "consumers: " + err.Error(), 0
 	}
-	if ci.NumPending > 0 || ci.NumAckPending > 0 {
-		left = append(left, fmt.Sprintf("consumer %s: %d pending, %d unacknowledged", ci.Name, ci.NumPending, ci.NumAckPending))
+	if b.Pending > 0 || b.AckPending > 0 {
+		left = append(left, fmt.Sprintf("jobs' consumers: %d pending, %d unacknowledged", b.Pending, b.AckPending))
 	}
 	dlq, err := s.q.JS.Stream(ctx, s.q.Opts.DLQStream)
 	if err != nil {

@@ -145,8 +145,8 @@ func TestWorkerDiesOnEveryDelivery(t *testing.T) {
 	for i := range 2 {
 		w := s.startWorker("victim-" + strconv.Itoa(i))
 		s.waitFor("the batch delivered to "+w.name, time.Minute, func() bool {
-			ci, err := s.q.Work.Info(ctx)
-			return err == nil && ci.Delivered.Consumer > uint64(i)
+			c, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(id))
+			return err == nil && c.CachedInfo().Delivered.Consumer > uint64(i)
 		})
 		w.kill()
 		if d := s.batchesDone(id); d != 0 {

@@ -1,0 +1,330 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+)
+
+// Fair turns: a worker's handlers take their batches from the jobs that
+// have work by stride scheduling. Each active job has a pass; a handler
+// takes the next batch from the job with the lowest pass among those with
+// work, which then advances by 1/Weight of its priority. A job that
+// joins, or comes back after it had nothing to do, starts at the pass of
+// the last batch taken, so that it gets its turn at once but no credit
+// for the time it was away. Over any run of batches each job with work
+// gets a share proportional to its weight: nobody waits for another job
+// to drain, and no priority is starved. Every worker does the same with
+// its own handlers, so the pool as a whole shares itself the same way.
+//
+// The jobs come from the jobs bucket: a watch of the records tells every
+// worker at once of a job submitted, of more batches published, and of a
+// job that ended. A job whose consumer has nothing to deliver (its
+// batches all taken, or not yet published) is left alone until its record
+// changes or a short back-off passes (a batch handed back by another
+// worker becomes deliverable again without any change to the record).
+
+// turn is one active job in a worker's schedule, or stray work.
+type turn struct {
+	id string
+	// stray is the subject of stray work (queue.Queue.StrayWork), taken
+	// to be dead-lettered; "" for a job.
+	stray  string
+	weight int
+	pass   float64
+	cons   jetstream.Consumer // nil until first needed
+	// idleUntil: the consumer had nothing to deliver; not asked again
+	// before this (unless the record changes).
+	idleUntil time.Time
+	backoff   time.Duration
+}
+
+// idle back-off bounds: how soon an idle job's consumer is asked again
+// without a change to its record.
+const (
+	minIdle = 10 * time.Millisecond
+	maxIdle = time.Second
+)
+
+// schedule is a worker's view of the active jobs and their turns.
+type schedule struct {
+	q   *queue.Queue
+	log *slog.Logger
+
+	mu      sync.Mutex
+	jobs    map[string]*turn
+	ended   map[string]job.State // jobs seen ending or removed (bounded)
+	vtime   float64              // the pass of the last batch taken
+	changed chan struct{}        // closed and replaced when a job may have work
+	ready   chan struct{}        // closed once the first records are read
+	once    sync.Once
+}
+
+func newSchedule(q *queue.Queue, log *slog.Logger) *schedule {
+	return &schedule{q: q, log: log, jobs: map[string]*turn{}, ended: map[string]job.State{},
+		changed: make(chan struct{}), ready: make(chan struct{})}
+}
+
+// maxEnded bounds schedule.ended.
+const maxEnded = 4096
+
+// watch follows the job records until ctx is done, keeping the schedule's
+// jobs: those Publishing or Published. A watch that fails is started
+// again.
+func (s *schedule) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.watchOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("worker: the watch of job records stopped; starting it again", "err", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (s *schedule) watchOnce(ctx context.Context) error {
+	// Records only: a record's key is the job's id, a single token; the
+	// manifests' keys have three.
+	w, err := s.q.Jobs.Watch(ctx, "*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if e == nil {
+				s.once.Do(func() { close(s.ready) }) // the initial values are read
+				continue
+			}
+			s.update(e)
+		}
+	}
+}
+
+// update applies one watched entry of the jobs bucket.
+func (s *schedule) update(e jetstream.KeyValueEntry) {
+	id := e.Key()
+	if !job.ValidID(id) {
+		return
+	}
+	var r job.Record
+	deleted := e.Operation() != jetstream.KeyValuePut
+	if !deleted {
+		var err error
+		if r, err = job.DecodeRecord(e.Value()); err != nil {
+			s.log.Warn("worker: a job record does not decode; its job gets no turns", "job", id, "err", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if deleted || !r.State.Active() {
+		delete(s.jobs, id)
+		if len(s.ended) >= maxEnded {
+			clear(s.ended)
+		}
+		s.ended[id] = r.State // "" when removed
+		return
+	}
+	t := s.jobs[id]
+	if t == nil {
+		t = &turn{id: id, pass: s.vtime}
+		s.jobs[id] = t
+	}
+	t.weight = r.Options.Priority.Weight()
+	t.idleUntil, t.backoff = time.Time{}, 0 // more batches, maybe
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// endedState returns the state of job id if the schedule saw it end or
+// go ("" for removed), and whether it did.
+func (s *schedule) endedState(id string) (job.State, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.ended[id]
+	return st, ok
+}
+
+// next returns the next batch to handle, from the job whose turn it is,
+// or nil when no job has one to deliver now; wake is then closed when one
+// may have, and retry says when to ask again anyway.
+func (s *schedule) next(ctx context.Context) (m jetstream.Msg, wake <-chan struct{}, retry time.Duration) {
+	for tries := 0; ctx.Err() == nil; tries++ {
+		t, wake, retry := s.pick()
+		if t == nil {
+			return nil, wake, retry
+		}
+		m, err := s.fetch(ctx, t)
+		if m != nil {
+			return m, nil, 0
+		}
+		s.idle(t, err)
+	}
+	return nil, nil, 0
+}
+
+// pick returns the job with work whose turn it is, charging it for a
+// batch, or nil and when to look again.
+func (s *schedule) pick() (*turn, <-chan struct{}, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	var best *turn
+	retry := maxIdle
+	for _, t := range s.jobs {
+		if now.Before(t.idleUntil) {
+			retry = min(retry, t.idleUntil.Sub(now))
+			continue
+		}
+		if best == nil || t.pass < best.pass || (t.pass == best.pass && t.id < best.id) {
+			best = t
+		}
+	}
+	if best == nil {
+		return nil, s.changed, retry
+	}
+	best.pass = max(best.pass, s.vtime)
+	s.vtime = best.pass
+	best.pass += 1 / float64(max(1, best.weight))
+	return best, nil, 0
+}
+
+// fetch asks t's consumer for one batch, without waiting for one.
+func (s *schedule) fetch(ctx context.Context, t *turn) (jetstream.Msg, error) {
+	s.mu.Lock()
+	c := t.cons
+	s.mu.Unlock()
+	if c == nil {
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		var err error
+		if id, ok := s.q.Opts.WorkJob(t.stray); ok || t.stray == "" {
+			// A job's subject: its own consumer, so as not to overlap it.
+			c, err = s.q.JobWork(actx, cmp.Or(id, t.id))
+		} else {
+			c, err = s.q.StrayConsumer(actx, t.stray)
+		}
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		t.cons = c
+		s.mu.Unlock()
+	}
+	b, err := c.FetchNoWait(1)
+	if err != nil {
+		return nil, err
+	}
+	for m := range b.Messages() {
+		return m, nil
+	}
+	return nil, b.Error()
+}
+
+// idle notes that t had nothing to deliver (err: or could not be asked):
+// it is asked again after a back-off that grows while it stays idle.
+func (s *schedule) idle(t *turn, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+			t.cons = nil // deleted: made again if the job is still active
+		}
+		s.log.Debug("worker: cannot ask a job's consumer for work", "job", t.id, "err", err)
+	}
+	if t.stray != "" {
+		delete(s.jobs, t.id) // until the next sweep finds more
+		if id, ok := s.q.Opts.WorkJob(t.stray); ok {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+				defer cancel()
+				_ = s.q.DropJobWork(ctx, id)
+			}()
+		}
+		return
+	}
+	// No charge for a turn that brought nothing.
+	t.pass -= 1 / float64(max(1, t.weight))
+	t.backoff = min(max(2*t.backoff, minIdle), maxIdle)
+	t.idleUntil = time.Now().Add(t.backoff)
+}
+
+// active returns the number of active jobs.
+func (s *schedule) active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs)
+}
+
+// strayEvery is how often a worker looks for stray work.
+const strayEvery = 2 * time.Second
+
+// sweep adds the stray work of the work stream to the schedule every
+// strayEvery until ctx is done: messages on subjects no active job's
+// consumer delivers (a job id without a record, or not a job's subject at
+// all). They are handled as any batch, and so dead-lettered with the
+// reason, instead of lying unseen in the stream.
+func (s *schedule) sweep(ctx context.Context) {
+	store := job.NewStore(s.q.JS, s.q.Jobs)
+	t := time.NewTicker(strayEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		stray, err := s.q.StrayWork(actx, func(id string) bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_, ok := s.jobs[id]
+			return ok
+		})
+		for subject := range stray {
+			if id, ok := s.q.Opts.WorkJob(subject); ok {
+				// A job just submitted, not yet in the watch's view, is
+				// not stray: its record is created before its work.
+				if r, _, err := store.Get(actx, id); err == nil && r.State.Active() {
+					continue
+				}
+			}
+			s.addStray(subject)
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("worker: cannot look for stray work", "err", err)
+		}
+	}
+}
+
+// addStray gives the stray work on subject a turn.
+func (s *schedule) addStray(subject string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := "stray " + subject
+	if _, ok := s.jobs[key]; ok {
+		return
+	}
+	s.jobs[key] = &turn{id: key, stray: subject, weight: 1, pass: s.vtime}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
