@@ -555,10 +555,13 @@ func (s *submission) fail(cause error) {
 	if errors.Is(cause, job.ErrCancelled) {
 		return // its end is the cancel's
 	}
-	_, err := s.p.jobs.Apply(ctx, s.sub.ID, func(r *job.Record) error {
+	sub := s.sub // the submitting goroutine has stopped
+	_, err := s.p.jobs.Apply(ctx, sub.ID, func(r *job.Record) error {
 		if !r.State.Active() {
 			return job.ErrUnchanged
 		}
+		r.Lines, r.Invalid, r.Cached, r.Repeated = sub.Lines, sub.Invalid, sub.Cached, sub.Repeated
+		r.Queued, r.Batches = sub.Queued, sub.Batches
 		r.State, r.Error, r.Finished = job.Failed, cause.Error(), time.Now().UTC()
 		return nil
 	})

@@ -41,6 +41,10 @@ type turn struct {
 	weight int
 	pass   float64
 	cons   jetstream.Consumer // nil until first needed
+	// priority and pending (lines without a result yet) are the record's,
+	// as last watched.
+	priority job.Priority
+	pending  int64
 	// idleUntil: the consumer had nothing to deliver; not asked again
 	// before this (unless the record changes).
 	idleUntil time.Time
@@ -149,6 +153,7 @@ func (s *schedule) update(e jetstream.KeyValueEntry) {
 		s.jobs[id] = t
 	}
 	t.weight = r.Options.Priority.Weight()
+	t.priority, t.pending = r.Options.Priority.Or(), max(0, r.Lines-r.LinesDone())
 	t.idleUntil, t.backoff = time.Time{}, 0 // more batches, maybe
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -265,6 +270,20 @@ func (s *schedule) idle(t *turn, err error) {
 	t.pass -= 1 / float64(max(1, t.weight))
 	t.backoff = min(max(2*t.backoff, minIdle), maxIdle)
 	t.idleUntil = time.Now().Add(t.backoff)
+}
+
+// pending returns the lines of the active jobs without a result yet, by
+// priority.
+func (s *schedule) pending() map[job.Priority]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[job.Priority]int64{}
+	for _, t := range s.jobs {
+		if t.stray == "" {
+			out[t.priority] += t.pending
+		}
+	}
+	return out
 }
 
 // active returns the number of active jobs.

@@ -56,8 +56,13 @@ const (
 // BatchStats describes one handled message.
 type BatchStats struct {
 	Interactive bool
-	Outcome     string // one of the Outcome constants
-	Redelivered bool   // delivered more than once
+	// Job and Batch name the batch (Job "" for a single puzzle, or a
+	// message that does not decode).
+	Job         string
+	Batch       uint64
+	Delivered   time.Time // when the worker took the batch
+	Outcome     string    // one of the Outcome constants
+	Redelivered bool      // delivered more than once
 	Puzzles     int
 	CacheHits   int
 	Statuses    map[result.Status]int
@@ -157,6 +162,11 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 // Ready is closed once Run has registered the micro service and started
 // pulling.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// Pending returns the lines of the active jobs without a result yet, by
+// priority, as the worker's watch of the job records last saw them: the
+// backlog an autoscaler reads.
+func (w *Worker) Pending() map[job.Priority]int64 { return w.sched.pending() }
 
 // InFlight returns the number of messages being handled now.
 func (w *Worker) InFlight() int64 { return w.inFlight.Load() }
@@ -285,6 +295,7 @@ type task struct {
 func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream.Msg) {
 	w.inFlight.Add(1)
 	t := &task{w: w, m: m, start: time.Now(), sc: scratches.Get().(*scratch)}
+	t.st.Delivered = t.start
 	t.delivered = 1
 	if md, err := m.Metadata(); err == nil {
 		t.delivered = md.NumDelivered
@@ -300,7 +311,7 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 		return
 	}
 	t.batch = &b
-	t.st.Puzzles = len(b.Items)
+	t.st.Puzzles, t.st.Job, t.st.Batch = len(b.Items), b.Job, b.Index
 	if st, ok := w.sched.endedState(b.Job); ok && st != job.Finished {
 		t.drop(st)
 		return
@@ -438,13 +449,17 @@ func (t *task) ack() {
 	t.st.Latency = time.Since(t.start)
 }
 
-// commit publishes the batch's results, acks, then adds the puzzles it
-// solved to the cache.
+// commit publishes the batch's results, adds the puzzles it solved to the
+// cache (best effort: a cache that fails only makes later jobs slower),
+// counts the results in the job's record, then acks.
 func (t *task) commit(ctx context.Context, solved []cache.Entry) {
 	if err := t.w.publishResults(ctx, t.batch, t.digest, t.sc); err != nil {
 		t.fail(ctx, err)
 		return
 	}
+	// Before the record: a job that reads finished has its puzzles in the
+	// cache already, for the next one that asks.
+	t.w.cache.Put(ctx, solved)
 	finished, err := t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
 	if err != nil {
 		t.fail(ctx, err)
@@ -453,7 +468,6 @@ func (t *task) commit(ctx context.Context, solved []cache.Entry) {
 	t.ack()
 	t.w.finished(finished, t.batch.Job)
 	t.w.event(t.batch.Job, t.batch.Index, len(t.batch.Items))
-	t.w.cache.Put(ctx, solved)
 	t.done()
 }
 

@@ -350,7 +350,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		t.Fatal("results after a killed worker differ from solve --local")
 	}
 	_, status, _ := run(t, context.Background(), "", "job", "status", id)
-	for _, s := range []string{"state     finished", "done      4000 of 4000 lines (100.0%)", "results   4000 unique", "failed    0"} {
+	for _, s := range []string{"state     finished", "done      4000 of 4000 lines (100.0%)", "results   4000 unique", "unsolved  0 "} {
 		if !strings.Contains(status, s) {
 			t.Errorf("job status lacks %q:\n%s", s, status)
 		}

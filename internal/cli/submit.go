@@ -8,6 +8,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -19,6 +20,7 @@ func newSubmitCmd() *cobra.Command {
 		wait  bool
 		force bool
 		first bool
+		prio  string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit [FILE|-]",
@@ -37,7 +39,8 @@ logged once per outage) and goes on waiting. Interrupted while waiting
 (exit status 124), the job keeps running: 'sudoku job wait ID' collects
 it later.`,
 		Example: `  sudoku submit puzzles.txt
-  sudoku submit --wait --out solutions.txt puzzles.txt`,
+  sudoku submit --wait --out solutions.txt puzzles.txt
+  sudoku submit --priority high urgent.txt`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -58,12 +61,18 @@ it later.`,
 				}
 				defer out.Close()
 			}
+			priority, err := job.ParsePriority(prio)
+			if err != nil {
+				return usageErrorf("--priority: %w", err)
+			}
 			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoConsumer: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, force, first))
+			popts := producerOptions(cfg, log, force, first)
+			popts.Priority = priority
+			p := producer.New(conn.Queue, conn.Cache, popts)
 			failed := func(err error) error { return fmt.Errorf("%s: %w", name, err) }
 			if !wait {
 				sub, err := p.Submit(ctx, input.NewReader(in))
@@ -90,6 +99,7 @@ it later.`,
 	cmd.Flags().BoolVarP(&wait, "wait", "w", false, "wait for the results and write them in input order")
 	cmd.Flags().BoolVar(&force, "force", false, "solve every puzzle again, even those in the cache")
 	cmd.Flags().BoolVar(&first, "first", false, "stop at the first solution of each puzzle instead of proving it unique")
+	cmd.Flags().StringVar(&prio, "priority", "normal", "the job's share of the workers against other jobs': `low`, normal or high (weights 1, 2, 4)")
 	return asClient(cmd)
 }
 

@@ -77,6 +77,9 @@ closes its connections and exits 0.`,
 			}
 			opts.Endpoints = service.Endpoints(conn.Queue, conn.Cache, producerOptions(cfg, log, false, false), log)
 			w := worker.New(conn.NC, conn.Queue, conn.Cache, opts)
+			if m != nil {
+				m.SetPending(w.Pending)
+			}
 			if srv == nil {
 				return w.Run(ctx)
 			}

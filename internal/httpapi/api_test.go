@@ -265,12 +265,13 @@ func TestJobTextMatchesLocal(t *testing.T) {
 		t.Errorf("default Content-Type %q", ct)
 	}
 
-	// Reading the results finished the job, with its counts by status
-	// (the repeat counted as what it repeats).
+	// The job is finished, with its counts by status summing to its
+	// lines (the repeat of a line in another batch counted as a repeat).
 	j := e.waitJob(s.ID, 10*time.Second)
 	if j.Lines != 403 || j.Queued != 400 || j.Invalid != 2 || j.Repeated != 1 || j.Cached != 0 || j.Done != 403 ||
 		j.Batches != 9 || j.BatchesDone != 9 || j.Progress != 1 || j.Finished == nil || j.Error != "" ||
-		len(j.Counts) != 2 || j.Counts[string(result.StatusUnique)] != 401 || j.Counts[string(result.StatusInvalid)] != 2 ||
+		len(j.Counts) != 3 || j.Counts[string(result.StatusUnique)] != 400 || j.Counts[string(result.StatusInvalid)] != 2 ||
+		j.Counts[string(job.RepeatStatus)] != 1 ||
 		j.Unsolved != 2 || j.Rate <= 0 {
 		t.Errorf("job: %+v", j)
 	}
@@ -285,7 +286,7 @@ func TestJobTextMatchesLocal(t *testing.T) {
 		t.Errorf("second submission: %+v", s2)
 	}
 	j2 := e.waitJob(s2.ID, 10*time.Second)
-	if j2.Cached != 400 || j2.Queued != 0 || j2.Done != 403 || j2.Progress != 1 || j2.Counts[string(result.StatusUnique)] != 401 {
+	if j2.Cached != 400 || j2.Queued != 0 || j2.Done != 403 || j2.Progress != 1 || j2.Counts[string(result.StatusUnique)] != 400 {
 		t.Errorf("cached job: %+v", j2)
 	}
 	res, data := e.get("/v1/jobs/" + s2.ID + "/results?format=text")
@@ -409,7 +410,7 @@ func (e *env) wantFailedJob(id, cause string) {
 	res, data := e.get("/v1/jobs/" + id)
 	var j Job
 	decode(e.t, data, &j)
-	if res.StatusCode != 200 || j.State != "failed" || !strings.Contains(j.Error, cause) || j.Finished != nil {
+	if res.StatusCode != 200 || j.State != "failed" || !strings.Contains(j.Error, cause) || j.Finished == nil {
 		e.t.Errorf("GET /v1/jobs/%s: %d %s; want state failed with an error that mentions %q", id, res.StatusCode, data, cause)
 	}
 	for _, query := range []string{"", "?wait=false", "?format=text"} {
@@ -541,7 +542,7 @@ func TestJobFinishedWithoutReader(t *testing.T) {
 	e.startWorker()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		res, data := e.get("/v1/jobs") // the list finishes jobs too
+		res, data := e.get("/v1/jobs") // the workers finish it: no reader
 		var list JobList
 		decode(t, data, &list)
 		if res.StatusCode != 200 || len(list.Jobs) != 1 {
@@ -556,7 +557,7 @@ func TestJobFinishedWithoutReader(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	want := map[string]int64{string(result.StatusUnique): 61, string(result.StatusInvalid): 1}
+	want := map[string]int64{string(result.StatusUnique): 60, string(job.RepeatStatus): 1, string(result.StatusInvalid): 1}
 	if !maps.Equal(j.Counts, want) || j.Done != 62 || j.BatchesDone != 2 || j.Progress != 1 || j.Unsolved != 1 ||
 		j.Finished == nil || j.Elapsed <= 0 {
 		t.Errorf("finished job: %+v; want counts %v", j, want)

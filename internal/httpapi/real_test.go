@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -51,7 +52,8 @@ func TestRealJobOverHTTPMatchesLocal(t *testing.T) {
 		}
 	}
 	j := e.waitJob(s.ID, 30*time.Second)
-	if j.Done != 2004 || j.Counts[string(result.StatusUnique)] != 2001 || j.Counts[string(result.StatusInvalid)] != 3 {
+	if j.Done != 2004 || j.Counts[string(result.StatusUnique)] != 2000 || j.Counts[string(job.RepeatStatus)] != 1 ||
+		j.Counts[string(result.StatusInvalid)] != 3 {
 		t.Errorf("job: %+v", j)
 	}
 

@@ -25,7 +25,7 @@ import (
 const Namespace = "sudoku"
 
 // Batch outcomes, as in worker.BatchStats.Outcome.
-var outcomes = []string{"acked", "nak", "dead_letter", "abandoned"}
+var outcomes = []string{"acked", "nak", "dead_letter", "abandoned", "dropped"}
 
 // Error kinds, the values of the "kind" label of sudoku_errors_total.
 const (
@@ -63,11 +63,12 @@ var statuses = []result.Status{result.StatusUnique, result.StatusMultiple, resul
 //	solve_seconds                  histogram of the time to solve one puzzle (1us..1s)
 //	batch_duration_seconds{queue}  histogram of delivery-to-ack time, queue bulk or interactive
 //	redeliveries_total             messages handled that had been delivered before
-//	batches_total{outcome}         messages handled: acked, nak, dead_letter, abandoned
+//	batches_total{outcome}         messages handled: acked, nak, dead_letter, abandoned, dropped
 //	errors_total{kind}             messages not acked, by kind (decode, rejected, jetstream, shutdown)
 //	in_flight                      messages being handled now
 //	cache_errors_total{op}         failed calls to the cache (get, put): each a miss or a dropped write
 //	cache_up                       1 while the cache answers lookups, 0 during an outage (or with none)
+//	pending_lines{priority}        lines of active jobs without a result yet: the autoscaling signal
 //
 // Puzzles and cache counts only count acked batches, so after a job they
 // add up to its size even when batches were nak'ed and redelivered; solve
@@ -87,6 +88,7 @@ type Worker struct {
 	cacheErrors  *prometheus.CounterVec
 	inFlight     atomic.Pointer[func() int64]
 	cacheUp      atomic.Pointer[func() bool]
+	backlog      *backlog
 }
 
 var _ worker.Observer = (*Worker)(nil)
@@ -129,7 +131,7 @@ func NewWorker() *Worker {
 	})
 	m.batches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "batches_total",
-		Help: "Messages handled, by outcome: acked, nak, dead_letter or abandoned.",
+		Help: "Messages handled, by outcome: acked, nak, dead_letter, abandoned, or dropped (its job cancelled or removed).",
 	}, []string{"outcome"})
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "errors_total",
@@ -159,8 +161,9 @@ func NewWorker() *Worker {
 		return 0
 	})
 
+	m.backlog = newBacklog()
 	m.reg.MustRegister(m.puzzles, m.cacheHits, m.cacheMisses, m.solveSeconds, m.batchSeconds,
-		m.redeliveries, m.batches, m.errors, inFlight, m.cacheErrors, cacheUp,
+		m.redeliveries, m.batches, m.errors, inFlight, m.cacheErrors, cacheUp, m.backlog,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

@@ -145,6 +145,9 @@ type SubmitRequest struct {
 	// JSONResults publishes the results in the JSON form (the default:
 	// nil is true); false selects the binary form, for Go readers.
 	JSONResults *bool `json:"json_results,omitempty"`
+	// Priority is the job's share of the workers: "low", "normal" (the
+	// default) or "high".
+	Priority string `json:"priority,omitempty"`
 }
 
 // JSON reports whether the results are asked for in the JSON form.
@@ -252,14 +255,16 @@ func ParseStatusRequest(data []byte) (string, error) {
 // its results are (producer.JobStatus).
 type StatusReply struct {
 	Job string `json:"job"`
-	// State is "publishing", "published", "finished" or "failed" (Error
-	// says why).
+	// State is "publishing", "published", "finished", "cancelled" or
+	// "failed" (Error says why).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
-	// First, Force and JSONResults are what the job was asked to do.
-	First       bool `json:"first,omitempty"`
-	Force       bool `json:"force,omitempty"`
-	JSONResults bool `json:"json_results"`
+	// First, Force, JSONResults and Priority are what the job was asked
+	// to do.
+	First       bool   `json:"first,omitempty"`
+	Force       bool   `json:"force,omitempty"`
+	JSONResults bool   `json:"json_results"`
+	Priority    string `json:"priority"`
 	// Lines ... Batches are as in SubmitReply (growing while the job is
 	// publishing).
 	Lines    int64 `json:"lines"`
@@ -269,16 +274,17 @@ type StatusReply struct {
 	Queued   int64 `json:"queued"`
 	Batches  int64 `json:"batches"`
 	// BatchesDone of Batches have their results, holding LinesDone lines;
-	// Counts are those results by status ("repeat": a repeated line whose
-	// original is in another batch, until the job is finished).
+	// Counts are those results by status, summing to LinesDone ("repeat":
+	// a line that repeats a line of another batch, whose answer it has).
 	BatchesDone int64            `json:"batches_done"`
 	LinesDone   int64            `json:"lines_done"`
 	Counts      map[string]int64 `json:"counts"`
 	// Complete is set once every batch of a published (or finished) job
 	// has its results: a reader has them all.
 	Complete bool `json:"complete"`
-	// Created is when the job was submitted; Finished when a reader
-	// collected every result and marked it finished.
+	// Created is when the job was submitted; Finished when it reached its
+	// final state (finished: set by whoever stored its last results;
+	// cancelled; failed).
 	Created  time.Time  `json:"created"`
 	Finished *time.Time `json:"finished,omitempty"`
 	// Results says where the job's results appear.

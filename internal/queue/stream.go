@@ -14,8 +14,9 @@
 //	P.dlq.<reason>            dead letters (dead-letter stream)
 //	P.solve                   one puzzle, request/reply (the workers' NATS
 //	                          micro service "sudoku")
-//	P.submit, P.status        a bulk job, its status: request/reply (the
-//	                          same service; docs/protocol.md)
+//	P.submit, P.status,       a bulk job, its status, its cancel:
+//	P.cancel                  request/reply (the same service;
+//	                          docs/protocol.md)
 //	P.events.<job>            a worker's note of each batch done (core NATS,
 //	                          not stored: for dashboards)
 //
@@ -173,6 +174,9 @@ func (o Options) SolveSubject() string { o.defaults(); return o.Prefix + ".solve
 // SubmitSubject is the subject of the micro service's submit endpoint (a
 // bulk job over NATS alone, see internal/service).
 func (o Options) SubmitSubject() string { o.defaults(); return o.Prefix + ".submit" }
+
+// CancelSubject is the subject of the micro service's cancel endpoint.
+func (o Options) CancelSubject() string { o.defaults(); return o.Prefix + ".cancel" }
 
 // StatusSubject is the subject of the micro service's status endpoint (a
 // job's state and counts).

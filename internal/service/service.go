@@ -46,6 +46,7 @@ import (
 const (
 	SubmitEndpoint = "submit"
 	StatusEndpoint = "status"
+	CancelEndpoint = "cancel"
 )
 
 // Bounds of one request's work.
@@ -82,7 +83,7 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 			Subject: q.Opts.SubmitSubject(),
 			Handler: micro.HandlerFunc(h.submit),
 			Metadata: meta(`submit a bulk job: the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
-				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true} (results in JSON unless json_results is false); ` +
+				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true, "priority": "normal"} (results in JSON unless json_results is false; priority low, normal or high); ` +
 				`the reply is JSON: the job id, its counts and where its results appear`),
 		},
 		{
@@ -90,6 +91,13 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 			Subject:  q.Opts.StatusSubject(),
 			Handler:  micro.HandlerFunc(h.status),
 			Metadata: meta(`a job's state and counts: the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
+		},
+		{
+			Name:    CancelEndpoint,
+			Subject: q.Opts.CancelSubject(),
+			Handler: micro.HandlerFunc(h.cancel),
+			Metadata: meta(`cancel a job: its work not yet done leaves the queue, its results so far stay readable; ` +
+				`the body is the job id, or JSON {"job": "..."}; the reply is the job's status, as the status endpoint's`),
 		},
 	}
 }
@@ -116,6 +124,10 @@ func (h *handler) submit(req micro.Request) {
 	}
 	opts := h.opts
 	opts.FirstSolution, opts.Force, opts.JSONResults = sr.First, sr.Force, sr.JSON()
+	if opts.Priority, err = job.ParsePriority(sr.Priority); err != nil {
+		refuse(req, queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), submitTimeout)
 	defer cancel()
 	sub, err := producer.New(h.q, h.cache, opts).Submit(ctx, in)
@@ -214,6 +226,30 @@ func (h *handler) status(req micro.Request) {
 	respond(req, &rep)
 }
 
+// cancel answers a request of the cancel endpoint: the job's status once
+// cancelled (or as it is, if it had ended).
+func (h *handler) cancel(req micro.Request) {
+	id, err := queue.ParseStatusRequest(req.Data())
+	if err != nil {
+		refuse(req, queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	rec, err := producer.Cancel(ctx, h.q, id)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		refuse(req, queue.CodeNotFound, fmt.Sprintf("no job %s (never submitted, removed, or expired)", id), nil)
+		return
+	case err != nil:
+		refuse(req, codeOf(err), fmt.Sprintf("job %s: %v", id, err), nil)
+		return
+	}
+	st := producer.StatusOf(rec)
+	rep := statusReply(h.q.Opts, &st)
+	respond(req, &rep)
+}
+
 // statusReply converts a job's status.
 func statusReply(o queue.Options, st *producer.Status) queue.StatusReply {
 	r := &st.Record
@@ -223,10 +259,11 @@ func statusReply(o queue.Options, st *producer.Status) queue.StatusReply {
 	}
 	rep := queue.StatusReply{Job: r.ID, State: string(r.State), Error: r.Error,
 		First: r.Options.FirstSolution, Force: r.Options.Force, JSONResults: r.Options.JSONResults,
-		Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached, Repeated: r.Repeated, Queued: r.Queued,
+		Priority: string(r.Options.Priority.Or()),
+		Lines:    r.Lines, Invalid: r.Invalid, Cached: r.Cached, Repeated: r.Repeated, Queued: r.Queued,
 		Batches: r.Batches, BatchesDone: st.BatchesDone, LinesDone: st.LinesDone,
 		Counts:   make(map[string]int64, len(st.Counts)),
-		Complete: (r.State == job.Published || r.State == job.Finished) && st.BatchesDone >= r.Batches,
+		Complete: r.Complete(),
 		Created:  r.Created, Results: o.ResultsOf(r.ID, form, r.ResultsFrom)}
 	for k, n := range st.Counts {
 		rep.Counts[string(k)] = n

@@ -251,20 +251,27 @@ func TestSubmit(t *testing.T) {
 					if d := diff(got, wantLines); d != "" {
 						t.Fatalf("results differ from sudoku solve --local:\n%s", d)
 					}
-					// Every batch is in: the status says so.
-					data, se = request(t, tq.NC, tq.Opts.StatusSubject(), rep.Job)
-					if se != nil {
-						t.Fatalf("status: %v", se)
-					}
+					// Every batch is in: the status says so, and the job is
+					// finished without any reader's help (just after its last
+					// results are stored, when they are counted).
 					var st queue.StatusReply
-					if err := json.Unmarshal(data, &st); err != nil {
-						t.Fatalf("status reply %s: %v", data, err)
+					for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+						data, se = request(t, tq.NC, tq.Opts.StatusSubject(), rep.Job)
+						if se != nil {
+							t.Fatalf("status: %v", se)
+						}
+						if err := json.Unmarshal(data, &st); err != nil {
+							t.Fatalf("status reply %s: %v", data, err)
+						}
+						if st.State == "finished" || time.Now().After(deadline) {
+							break
+						}
 					}
 					var sum int64
 					for _, n := range st.Counts {
 						sum += n
 					}
-					if !st.Complete || st.State != "published" || st.BatchesDone != rep.Batches || st.LinesDone != rep.Lines ||
+					if !st.Complete || st.State != "finished" || st.Finished == nil || st.BatchesDone != rep.Batches || st.LinesDone != rep.Lines ||
 						sum != rep.Lines || st.Results != rep.Results || st.First != tc.first || !st.JSONResults {
 						t.Fatalf("status reply %s after every result, for submit reply %s", data, mustJSON(rep))
 					}
@@ -379,7 +386,8 @@ func TestMetadata(t *testing.T) {
 			t.Errorf("endpoint %s: no description", e.Name)
 		}
 	}
-	want := map[string]string{"solve": tq.Opts.SolveSubject(), "submit": tq.Opts.SubmitSubject(), "status": tq.Opts.StatusSubject()}
+	want := map[string]string{"solve": tq.Opts.SolveSubject(), "submit": tq.Opts.SubmitSubject(),
+		"status": tq.Opts.StatusSubject(), "cancel": tq.Opts.CancelSubject()}
 	if fmt.Sprint(subjects) != fmt.Sprint(want) {
 		t.Errorf("endpoints %v, want %v", subjects, want)
 	}

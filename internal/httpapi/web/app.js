@@ -166,6 +166,7 @@ const jobStates = {
   publishing: 'its batches are being published',
   published: 'every batch is out; results are coming in',
   finished: 'every result is in',
+  cancelled: 'cancelled: the work not done left the queue; the results done stay',
   failed: 'the submission stopped: the job has no results',
 };
 
@@ -201,11 +202,11 @@ function jobs(list) {
     li.dataset.job = j.id;
     const top = el('div', 'top');
     top.append(el('span', 'id', j.id));
-    const unsolved = j.state === 'finished' && j.failed > 0;
+    const unsolved = j.state === 'finished' && j.unsolved > 0;
     const state = el('span', 'state ' + j.state + (unsolved ? ' unsolved' : ''),
-      j.state + (unsolved ? ', ' + fmt(j.failed) + ' unsolved' : ''));
+      j.state + (unsolved ? ', ' + fmt(j.unsolved) + ' unsolved' : ''));
     state.title = jobStates[j.state] || '';
-    if (unsolved) state.title += '; ' + j.failed + ' lines without a unique solution';
+    if (unsolved) state.title += '; ' + j.unsolved + ' lines without a unique solution';
     top.append(state);
     li.append(top);
     const pct = Math.floor(j.progress * 100);

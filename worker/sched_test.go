@@ -1,0 +1,219 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+)
+
+// order records the batches a worker handled, in the order it took them.
+type order struct {
+	mu      sync.Mutex
+	batches []handled
+	after   func(n int) // called with the count after each batch (optional)
+}
+
+type handled struct {
+	job       string
+	batch     uint64
+	outcome   string
+	delivered time.Time
+}
+
+func (o *order) Batch(s *BatchStats) {
+	o.mu.Lock()
+	o.batches = append(o.batches, handled{s.Job, s.Batch, s.Outcome, s.Delivered})
+	n := len(o.batches)
+	o.mu.Unlock()
+	if o.after != nil {
+		o.after(n)
+	}
+}
+
+// get returns the batches handled so far in the order they were taken
+// (their results may be stored in another order).
+func (o *order) get() []handled {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := slices.Clone(o.batches)
+	slices.SortStableFunc(out, func(a, b handled) int { return a.delivered.Compare(b.delivered) })
+	return out
+}
+
+// wait waits until o has n batches, or fails after d.
+func (o *order) wait(t *testing.T, n int, d time.Duration) []handled {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := o.get()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d batches handled after %v, want %d", len(got), d, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// submitWith submits puzzles in batches of size with priority p.
+func (e *env) submitWith(puzzles []string, size int, p job.Priority) string {
+	e.t.Helper()
+	pr := producer.New(e.q.Queue, e.cache, producer.Options{BatchSize: size, FirstBatch: size, Priority: p, Logger: quiet})
+	sub, err := pr.Submit(context.Background(), input.NewReader(strings.NewReader(strings.Join(puzzles, "\n"))))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sub.ID
+}
+
+// TestSmallJobGetsItsTurn checks that a job submitted after a large one
+// is not served after it: the worker takes the small job's batch among
+// its first ones, while the large job still has most of its work.
+// Before work was divided by job, the small job's batch came last.
+func TestSmallJobGetsItsTurn(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+		big := e.submit(puzzles[:200], 5) // 40 batches, no worker yet
+		small := e.submit(puzzles[200:205], 5)
+		var o order
+		e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
+		rs, _ := e.follow(small, 30*time.Second)
+		check(t, puzzles[200:205], rs)
+		// The observer hears of a batch after its results are stored.
+		var got []handled
+		pos := -1
+		for deadline := time.Now().Add(10 * time.Second); pos < 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			got = o.get()
+			pos = slices.IndexFunc(got, func(h handled) bool { return h.job == small })
+		}
+		if pos < 0 || pos > 2 {
+			t.Fatalf("the small job's batch was handled %dth of %v; want among the first 3", pos+1, got)
+		}
+		// The big job still gets every batch done, and finishes.
+		rs, rec := e.follow(big, 60*time.Second)
+		check(t, puzzles[:200], rs)
+		if rec.State != job.Finished || rec.DoneBatches != 40 {
+			t.Errorf("big job %+v", rec)
+		}
+	})
+}
+
+// TestPriorityShares checks that jobs with work share a worker in
+// proportion to their priorities' weights (1:2:4), over a fixed number of
+// batches, and that none is starved.
+func TestPriorityShares(t *testing.T) {
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+	ids := map[string]job.Priority{}
+	for i, p := range job.Priorities {
+		ids[e.submitWith(puzzles[i*100:(i+1)*100], 2, p)] = p // 50 batches each
+	}
+	var o order
+	e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
+	const n = 70
+	got := o.wait(t, n, 30*time.Second)[:n]
+	share := map[job.Priority]int{}
+	for _, h := range got {
+		share[ids[h.job]]++
+	}
+	// 70 batches at weights 1:2:4 are 10, 20 and 40.
+	for p, want := range map[job.Priority]int{job.PriorityLow: 10, job.PriorityNormal: 20, job.PriorityHigh: 40} {
+		if d := share[p] - want; d < -2 || d > 2 {
+			t.Errorf("priority %s got %d of the first %d batches, want %d±2 (shares %v)", p, share[p], n, want, share)
+		}
+	}
+	// Then each finishes.
+	for id := range ids {
+		e.follow(id, 60*time.Second)
+	}
+}
+
+// TestCancel checks that a cancelled job's pending work leaves the queue
+// at once, that no batch of it goes to the dead letters, that its counts
+// are exactly what was done, and that its results so far are readable.
+func TestCancel(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+		id := e.submit(puzzles, 5) // 60 batches
+		cancelled := make(chan job.Record, 1)
+		var o order
+		var atCancel int // batches handled when Cancel returned
+		o.after = func(n int) {
+			if n == 3 {
+				rec, err := producer.Cancel(ctx, e.q.Queue, id)
+				if err != nil {
+					t.Error(err)
+				}
+				atCancel = len(o.get())
+				cancelled <- rec
+			}
+		}
+		e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
+		rec := <-cancelled
+		if rec.State != job.Cancelled || rec.Finished.IsZero() {
+			t.Fatalf("cancelled record %+v", rec)
+		}
+		if n, err := e.q.WorkLeft(ctx, id); err != nil || n > 1 {
+			t.Errorf("%d batches left in the work stream after cancel (%v), want at most the one in work", n, err)
+		}
+		// The batches in work when it was cancelled end too (finished or
+		// dropped: the handler's and those committing, 1 + 2 with one
+		// handler); then the worker has nothing left of the job.
+		time.Sleep(500 * time.Millisecond)
+		got := o.get()
+		if len(got) > atCancel+3 {
+			t.Errorf("%d batches handled, want the job to stop: %v", len(got), got)
+		}
+		for _, h := range got {
+			if h.outcome == OutcomeDeadLetter || h.outcome == OutcomeNak {
+				t.Errorf("batch %+v, want no dead letter and no retry", h)
+			}
+		}
+		if dls := e.deadLetters(); len(dls) != 0 {
+			t.Errorf("%d dead letters: %+v", len(dls), dls[0])
+		}
+		// The record counts exactly what was done: the results stored.
+		final, _, err := job.NewStore(e.q.JS, e.q.Jobs).Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := 0
+		for i := range uint64(final.Batches) {
+			if _, err := e.q.Results.GetLastMsgForSubject(ctx, e.q.Opts.ResultSubject(id, i)); err == nil {
+				stored++
+				if !final.HasDone(i) {
+					t.Errorf("batch %d's results are stored but not counted", i)
+				}
+			}
+		}
+		if final.State != job.Cancelled || int(final.DoneBatches) != stored || final.LinesDone() != int64(5*stored) ||
+			final.Counts[result.StatusUnique] != final.LinesDone() || stored < 3 {
+			t.Errorf("record %+v; %d batches stored", final, stored)
+		}
+		// Its results so far are readable, then the reader says cancelled.
+		var rs []result.Result
+		_, err = producer.Follow(ctx, e.q.Queue, id, func(r result.Result) error { rs = append(rs, r); return nil },
+			producer.FollowOptions{Logger: quiet})
+		if !errors.Is(err, job.ErrCancelled) {
+			t.Errorf("Follow of a cancelled job = %v, want ErrCancelled", err)
+		}
+		if int64(len(rs)) != final.LinesDone() {
+			t.Errorf("Follow passed on %d results, want the %d done", len(rs), final.LinesDone())
+		}
+		for _, r := range rs {
+			testenv.CheckSolution(t, puzzles[r.Line-1], r.Solution)
+		}
+	})
+}
