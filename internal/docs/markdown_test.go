@@ -214,3 +214,30 @@ func TestSlugOf(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckLink shows that a link to a missing file or heading, or out of
+// the repository, is caught.
+func TestCheckLink(t *testing.T) {
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		doc, target string
+		ok          bool
+	}{
+		{"README.md", "docs/protocol.md", true},
+		{"README.md", "examples/node", true},
+		{"README.md", "docs/nothing.md", false},
+		{"README.md", "../shared/STYLE.md", false},
+		{"docs/deployment.md", "../README.md#running-a-deployment", true},
+		{"docs/deployment.md", "../README.md#no-such-section", false},
+		{"docs/testing.md", "#fuzzing", true},
+		{"docs/testing.md", "#fuzz", false},
+		{"README.md", "go.mod#x", false},
+	} {
+		if err := checkLink(root, c.doc, c.target); (err == nil) != c.ok {
+			t.Errorf("%s: link %s: %v, want ok=%v", c.doc, c.target, err, c.ok)
+		}
+	}
+}
