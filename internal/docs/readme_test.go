@@ -3,6 +3,7 @@ package docs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +19,10 @@ import (
 // trailing "# comment" and "&" removed and its spaces collapsed. Every one
 // must be in readmeRun (the test runs it) or in readmeNotRun (with the
 // reason it is not run). To document a new command, add a line to one of
-// them, the command written as the README has it.
+// them, the command written as the README has it (without its comment):
+//
+//	{cmd: "sudoku job cancel nonsense", exit: 2, check: ...},       // in readmeRun
+//	{"sudoku submit --priority high FILE", "FILE is a placeholder"}, // in readmeNotRun
 
 // readmeRun are the README's commands TestReadmeCommands runs, in a
 // folder that mirrors the repository (every top-level entry linked, so
@@ -26,9 +30,9 @@ import (
 // PATH: the `sudoku` of these commands is the binary that `go build -o
 // sudoku ./cmd/sudoku` made there. They run in the README's order.
 var readmeRun = []struct {
-	cmd string
-	// check, when set, checks the command's standard output; every
-	// command must exit 0.
+	cmd  string
+	exit int // the exit status it must end with
+	// check, when set, checks the command's standard output.
 	check func(t *testing.T, dir, stdout string)
 }{
 	{cmd: "go build -o sudoku ./cmd/sudoku", check: func(t *testing.T, dir, _ string) {
@@ -242,8 +246,13 @@ func TestReadmeCommands(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		cancel()
-		if err != nil {
-			t.Fatalf("README.md:%d: %s: %v\n%s", order[r.cmd], r.cmd, err, tail(stderr.String()))
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit) && exit.ExitCode() == r.exit:
+		case err != nil:
+			t.Fatalf("README.md:%d: %s: %v, want exit status %d\n%s", order[r.cmd], r.cmd, err, r.exit, tail(stderr.String()))
+		case r.exit != 0:
+			t.Fatalf("README.md:%d: %s: exit status 0, want %d", order[r.cmd], r.cmd, r.exit)
 		}
 		if r.check != nil {
 			t.Run(r.cmd, func(t *testing.T) { r.check(t, dir, stdout.String()) })
