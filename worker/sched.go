@@ -258,10 +258,14 @@ func (s *schedule) idle(t *turn, err error) {
 	if t.stray != "" {
 		delete(s.jobs, t.id) // until the next sweep finds more
 		if id, ok := s.q.Opts.WorkJob(t.stray); ok {
+			// Its consumer goes once nothing is left: a message another
+			// worker holds must stay where it can be acked.
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 				defer cancel()
-				_ = s.q.DropJobWork(ctx, id)
+				if n, err := s.q.WorkLeft(ctx, id); err == nil && n == 0 {
+					_ = s.q.DropJobWork(ctx, id)
+				}
 			}()
 		}
 		return

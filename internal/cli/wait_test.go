@@ -176,10 +176,11 @@ func TestFullyCachedJob(t *testing.T) {
 		t.Fatalf("second job: exit %d: %s", code, stderr)
 	}
 	id := strings.TrimSpace(out)
-	// Not read yet: its results are all in, their repeats unresolved.
+	// Not read yet, and finished all the same: its results are all in,
+	// counted by the producer that stored them.
 	_, status, _ := run(t, context.Background(), "", "job", "status", id)
-	for _, s := range []string{"state     published\n", "lines     8: 0 to the workers, 5 cached, 2 repeated, 1 invalid\n",
-		"done      8 of 8 lines (100.0%)", "results   5 unique, 1 invalid, 2 repeats of earlier lines\n"} {
+	for _, s := range []string{"state     finished\n", "lines     8: 0 to the workers, 5 cached, 2 repeated, 1 invalid\n",
+		"done      8 of 8 lines (100.0%)", "results   7 unique, 1 invalid\n", "unsolved  1 "} {
 		if !strings.Contains(status, s) {
 			t.Errorf("job status of the cached job lacks %q:\n%s", s, status)
 		}
@@ -199,8 +200,8 @@ func TestFullyCachedJob(t *testing.T) {
 		}
 	}
 	_, list, _ := run(t, context.Background(), "", "job", "list")
-	if !regexp.MustCompile(`(?m)^` + id + `\s+\S+ \S+\s+finished\s+8\s+0\s+5\s+2\s+1\s+1$`).MatchString(list) {
-		t.Errorf("job list: want %s finished, 8 lines: 0 queued, 5 cached, 2 repeated, 1 invalid, 1 failed:\n%s", id, list)
+	if !regexp.MustCompile(`(?m)^` + id + `\s+\S+ \S+\s+finished\s+normal\s+8\s+8\s+0\s+5\s+2\s+1\s+1$`).MatchString(list) {
+		t.Errorf("job list: want %s finished, normal, 8 lines, 8 done: 0 queued, 5 cached, 2 repeated, 1 invalid, 1 unsolved:\n%s", id, list)
 	}
 
 	// submit --wait of a job answered at once.

@@ -188,8 +188,9 @@ type WorkerConfig struct {
 	// Concurrency is the number of solving goroutines; 0 means
 	// GOMAXPROCS (see Config.WorkerConcurrency).
 	Concurrency int `mapstructure:"concurrency"`
-	// Fetch is how many messages a worker asks for at a time; 0 means
-	// four times the concurrency (see Config.WorkerFetch).
+	// Fetch is no longer used: a worker takes one batch at a time, from
+	// the job whose turn it is (docs/jobs.md). The key is still accepted,
+	// so that older files load.
 	Fetch int `mapstructure:"fetch"`
 	// ShutdownTimeout bounds how long a stopping worker finishes its
 	// in-flight batches; what is left is redelivered to others.
@@ -311,17 +312,6 @@ func (c Config) WorkerConcurrency() int {
 		return c.Worker.Concurrency
 	}
 	return runtime.GOMAXPROCS(0)
-}
-
-// WorkerFetch returns how many messages a worker asks for at a time:
-// Worker.Fetch, or four times WorkerConcurrency when that is 0, so the
-// solvers have the next batches at hand while others are stored and
-// acknowledged.
-func (c Config) WorkerFetch() int {
-	if c.Worker.Fetch > 0 {
-		return c.Worker.Fetch
-	}
-	return 4 * c.WorkerConcurrency()
 }
 
 // WorkerHeartbeat returns the interval of a worker's progress heartbeats:

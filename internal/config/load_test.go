@@ -456,12 +456,12 @@ func TestDefaultIsValid(t *testing.T) {
 
 func TestWorkerDerived(t *testing.T) {
 	c := Default()
-	if c.WorkerConcurrency() < 1 || c.WorkerFetch() != 4*c.WorkerConcurrency() || c.WorkerHeartbeat() != c.Queue.AckWait/3 {
-		t.Errorf("defaults: concurrency %d, fetch %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerFetch(), c.WorkerHeartbeat())
+	if c.WorkerConcurrency() < 1 || c.WorkerHeartbeat() != c.Queue.AckWait/3 {
+		t.Errorf("defaults: concurrency %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerHeartbeat())
 	}
 	c.Worker = WorkerConfig{Concurrency: 3, Fetch: 5, Heartbeat: time.Second}
-	if c.WorkerConcurrency() != 3 || c.WorkerFetch() != 5 || c.WorkerHeartbeat() != time.Second {
-		t.Errorf("set: concurrency %d, fetch %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerFetch(), c.WorkerHeartbeat())
+	if c.WorkerConcurrency() != 3 || c.WorkerHeartbeat() != time.Second {
+		t.Errorf("set: concurrency %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerHeartbeat())
 	}
 }
 

@@ -180,9 +180,6 @@ func (c Config) problems() []error {
 	w := c.Worker
 	p.atLeast("worker.concurrency", w.Concurrency, 0)
 	p.atLeast("worker.fetch", w.Fetch, 0)
-	if w.Fetch > q.MaxAckPending && q.MaxAckPending >= 1 {
-		p.add("worker.fetch", w.Fetch, fmt.Sprintf("must not exceed queue.max_ack_pending = %d", q.MaxAckPending))
-	}
 	p.nonNegative("worker.shutdown_timeout", w.ShutdownTimeout)
 	p.nonNegative("worker.heartbeat", w.Heartbeat)
 	if w.Heartbeat > 0 && q.AckWait > 0 && w.Heartbeat >= q.AckWait {

@@ -106,8 +106,6 @@ func TestValidate(t *testing.T) {
 			[]wantErr{{key: "worker.concurrency", value: "-1"}}},
 		{"negative fetch", func(c *Config) { c.Worker.Fetch = -2 },
 			[]wantErr{{key: "worker.fetch", value: "-2"}}},
-		{"fetch over max ack pending", func(c *Config) { c.Worker.Fetch = 2000 },
-			[]wantErr{{key: "worker.fetch", value: "2000"}}},
 		{"negative shutdown timeout", func(c *Config) { c.Worker.ShutdownTimeout = -time.Second },
 			[]wantErr{{key: "worker.shutdown_timeout", value: "-1s"}}},
 		{"heartbeat not under ack wait", func(c *Config) { c.Worker.Heartbeat = 30 * time.Second },

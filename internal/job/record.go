@@ -271,15 +271,22 @@ type Counts map[result.Status]int64
 // that of an item in another batch.
 const RepeatStatus result.Status = "repeat"
 
-// CountItems counts the items of a results batch by status.
+// CountItems counts the items of a results batch by status: a Repeat of
+// an item of the same batch as that item's status, a Repeat of an item of
+// another batch as RepeatStatus (its status is not in the batch).
 func CountItems(items []Item) Counts {
 	c := Counts{}
 	for i := range items {
-		if items[i].Kind == Repeat {
-			c[RepeatStatus]++
-		} else {
-			c[items[i].Outcome.Status]++
+		it := &items[i]
+		if it.Kind != Repeat {
+			c[it.Outcome.Status]++
+			continue
 		}
+		if j := i - int(it.Back); it.Back > 0 && j >= 0 && items[j].Kind != Repeat {
+			c[items[j].Outcome.Status]++
+			continue
+		}
+		c[RepeatStatus]++
 	}
 	return c
 }

@@ -119,10 +119,12 @@ func TestManifest(t *testing.T) {
 
 func TestCounts(t *testing.T) {
 	os := outcomes(t)
+	// A repeat of an item of the batch counts as that item; one of an
+	// item before the batch as a repeat.
 	items := []Item{{Kind: Known, Outcome: os["unique"]}, {Kind: Known, Outcome: os["unique"]},
-		{Kind: Known, Outcome: os["invalid"]}, {Kind: Repeat, Back: 1}}
+		{Kind: Known, Outcome: os["invalid"]}, {Kind: Repeat, Back: 2}, {Kind: Repeat, Back: 9}}
 	c := CountItems(items)
-	if s := c.String(); s != "invalid=1 repeat=1 unique=2" {
+	if s := c.String(); s != "invalid=1 repeat=1 unique=3" {
 		t.Errorf("String = %q", s)
 	}
 	back, err := ParseCounts(c.String())

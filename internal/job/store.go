@@ -69,20 +69,33 @@ var ErrUnchanged = errors.New("record unchanged")
 // change is applied to the latest record and none is lost. It returns the
 // record as stored. fn's error other than ErrUnchanged stops Apply and is
 // returned.
+//
+// Each attempt's read and write are bounded by applyAttempt, and one that
+// runs out is tried again while ctx lasts: a reply lost with a server
+// that restarted must not hold the caller for ctx's whole time. A write
+// that was stored after all makes the next attempt's revision stale, and
+// fn then sees its own change (its changes must be idempotent).
 func (s *Store) Apply(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
 	for attempt := 0; ; attempt++ {
-		r, rev, err := s.Get(ctx, id)
-		if err != nil {
+		actx, cancel := context.WithTimeout(ctx, applyAttempt)
+		r, rev, err := s.Get(actx, id)
+		if err == nil {
+			if err = fn(&r); errors.Is(err, ErrUnchanged) {
+				cancel()
+				return r, nil
+			} else if err != nil {
+				cancel()
+				return r, err
+			}
+			_, err = s.Update(actx, &r, rev)
+		}
+		cancel()
+		lost := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if err == nil || attempt >= maxApply || !lost && !errors.Is(err, ErrConflict) {
 			return r, err
 		}
-		if err := fn(&r); errors.Is(err, ErrUnchanged) {
-			return r, nil
-		} else if err != nil {
-			return r, err
-		}
-		_, err = s.Update(ctx, &r, rev)
-		if err == nil || !errors.Is(err, ErrConflict) || attempt >= maxApply {
-			return r, err
+		if lost {
+			continue
 		}
 		// Many writers of one record (workers storing its batches at the
 		// same moment): a short random pause spreads them.
@@ -94,8 +107,12 @@ func (s *Store) Apply(ctx context.Context, id string, fn func(*Record) error) (R
 	}
 }
 
-// maxApply bounds the attempts of Apply at one change.
-const maxApply = 100
+// maxApply bounds the attempts of Apply at one change; applyAttempt bounds
+// each.
+const (
+	maxApply     = 100
+	applyAttempt = 2 * time.Second
+)
 
 // Get returns a job's record and its revision.
 func (s *Store) Get(ctx context.Context, id string) (Record, uint64, error) {
