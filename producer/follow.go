@@ -130,7 +130,9 @@ func (f *follower) readRecord(ctx context.Context) error {
 			f.rec, f.rev = rec, rev
 			f.setWaiting("")
 			if rec.Stale(time.Now()) {
-				f.markStale(ctx)
+				// Its producer is gone: the job will never finish. The
+				// workers mark it failed; a reader only reads.
+				f.rec.FailStale()
 			}
 			if f.rec.State == job.Failed {
 				return fmt.Errorf("job %s: %w: %s", f.id, ErrJobFailed, f.rec.Error)
@@ -146,23 +148,6 @@ func (f *follower) readRecord(ctx context.Context) error {
 		case <-time.After(f.opts.Poll):
 		case <-ctx.Done():
 		}
-	}
-}
-
-// markStale marks the job failed: its producer stopped publishing (killed,
-// or cut off) and it will never finish. If the record changed meanwhile
-// (the producer is alive after all), the new one is kept.
-func (f *follower) markStale(ctx context.Context) {
-	r := f.rec
-	r.FailStale()
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	if rev, err := f.jobs.Update(ctx, &r, f.rev); err == nil {
-		f.rec, f.rev = r, rev
-		return
-	}
-	if rec, rev, err := f.jobs.Get(ctx, f.id); err == nil {
-		f.rec, f.rev = rec, rev
 	}
 }
 

@@ -634,8 +634,8 @@ func TestStatusBeforeTheWorkers(t *testing.T) {
 
 func TestStaleProducerFailsTheJob(t *testing.T) {
 	// A producer that dies while publishing leaves its job publishing; a
-	// reader that finds no heartbeat for job.StaleAfter marks it failed
-	// instead of waiting for ever.
+	// reader that finds no heartbeat for job.StaleAfter takes it for
+	// failed instead of waiting for ever, and a worker marks it failed.
 	e := newEnv(t, "embedded")
 	ctx := context.Background()
 	store := job.NewStore(e.q.JS, e.q.Jobs)
@@ -648,9 +648,18 @@ func TestStaleProducerFailsTheJob(t *testing.T) {
 	if !errors.Is(err, ErrJobFailed) || !strings.Contains(err.Error(), "stopped publishing after 7 lines") {
 		t.Fatalf("Follow = %v, want ErrJobFailed saying the producer stopped", err)
 	}
-	got, _, err := store.Get(ctx, rec.ID)
-	if err != nil || got.State != job.Failed {
-		t.Errorf("record after the reader: %+v, %v", got, err)
+	if got, _, err := store.Get(ctx, rec.ID); err != nil || got.State != job.Publishing {
+		t.Errorf("record after the reader: %+v, %v; want it as it was: a reader does not write", got, err)
+	}
+	e.worker(worker.Options{})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, _, err := store.Get(ctx, rec.ID)
+		if err == nil && got.State == job.Failed && strings.Contains(got.Error, "stopped publishing after 7 lines") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record with a worker running: %+v, %v; want it marked failed", got, err)
+		}
 	}
 	// A fresh heartbeat is a live producer, however old the job.
 	fresh := job.Record{ID: job.NewID(), State: job.Publishing, Created: old, Heartbeat: time.Now().UTC()}

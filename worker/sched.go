@@ -45,6 +45,10 @@ type turn struct {
 	// as last watched.
 	priority job.Priority
 	pending  int64
+	// stale: the record says publishing, and its producer's last
+	// heartbeat is older than job.StaleAfter at staleAt.
+	publishing bool
+	heartbeat  time.Time
 	// idleUntil: the consumer had nothing to deliver; not asked again
 	// before this (unless the record changes).
 	idleUntil time.Time
@@ -154,6 +158,10 @@ func (s *schedule) update(e jetstream.KeyValueEntry) {
 	}
 	t.weight = r.Options.Priority.Weight()
 	t.priority, t.pending = r.Options.Priority.Or(), max(0, r.Lines-r.LinesDone())
+	t.publishing, t.heartbeat = r.State == job.Publishing, r.Heartbeat
+	if t.heartbeat.IsZero() {
+		t.heartbeat = r.Created
+	}
 	t.idleUntil, t.backoff = time.Time{}, 0 // more batches, maybe
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -322,6 +330,7 @@ func (s *schedule) sweep(ctx context.Context) {
 			_, ok := s.jobs[id]
 			return ok
 		})
+		s.failStale(actx, store)
 		for subject := range stray {
 			if id, ok := s.q.Opts.WorkJob(subject); ok {
 				// A job just submitted, not yet in the watch's view, is
@@ -350,4 +359,36 @@ func (s *schedule) addStray(subject string) {
 	s.jobs[key] = &turn{id: key, stray: subject, weight: 1, pass: s.vtime}
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// failStale marks failed the jobs whose producer stopped publishing
+// (killed, or cut off: no heartbeat for job.StaleAfter): they will never
+// finish, and nobody should wait for them. Every worker may try; the
+// record's compare-and-set lets one do it, and only while it is stale.
+func (s *schedule) failStale(ctx context.Context, store *job.Store) {
+	now := time.Now()
+	var stale []string
+	s.mu.Lock()
+	for id, t := range s.jobs {
+		if t.stray == "" && t.publishing && now.Sub(t.heartbeat) > job.StaleAfter {
+			stale = append(stale, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range stale {
+		_, err := store.Apply(ctx, id, func(r *job.Record) error {
+			if !r.Stale(time.Now()) {
+				return job.ErrUnchanged
+			}
+			r.FailStale()
+			return nil
+		})
+		if err != nil {
+			s.log.Debug("worker: cannot mark a stale job failed", "job", id, "err", err)
+			continue
+		}
+		if err := s.q.EndWork(ctx, id); err != nil {
+			s.log.Debug("worker: the work of a stale job stays until its consumer is idle", "job", id, "err", err)
+		}
+	}
 }
