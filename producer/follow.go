@@ -142,7 +142,7 @@ func (f *follower) readRecord(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
 		}
-		f.unreachable(err)
+		f.unreachable(ctx, err)
 		select {
 		case <-time.After(f.opts.Poll):
 		case <-ctx.Done():
@@ -167,21 +167,24 @@ func (f *follower) markStale(ctx context.Context) {
 	}
 }
 
-// unreachable notes that JetStream did not answer.
-func (f *follower) unreachable(err error) {
-	if errors.Is(err, context.Canceled) {
+// unreachable notes that JetStream did not answer a request made under
+// ctx. Only a connection that is down is NATS unreachable: a request that
+// timed out on a connection that is up is JetStream not answering (a
+// cluster electing a leader), and one cut short by ctx (the wait's own
+// deadline, an interrupt) is no outage at all.
+func (f *follower) unreachable(ctx context.Context, err error) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return // we stopped asking
 	}
 	if f.downSince.IsZero() {
 		f.downSince = time.Now()
 	}
-	what := "JetStream"
-	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		what = "NATS"
+	what := "JetStream not answering"
+	if !f.q.JS.Conn().IsConnected() || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) {
+		what = "NATS unreachable"
 	}
-	f.setWaiting(what + " unreachable since " + f.downSince.Format("15:04:05"))
+	f.setWaiting(what + " since " + f.downSince.Format("15:04:05"))
 }
 
 func (f *follower) setWaiting(w string) {
@@ -281,7 +284,7 @@ func (f *follower) run(ctx context.Context) error {
 			case errors.Is(err, jetstream.ErrStreamNotFound) || f.q.JS.Conn().IsClosed():
 				return nil, err
 			}
-			f.unreachable(err)
+			f.unreachable(ctx, err)
 			select {
 			case <-time.After(f.opts.Poll):
 			case <-ctx.Done():
@@ -340,13 +343,13 @@ func (f *follower) run(ctx context.Context) error {
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 			idle++
 			if !f.q.JS.Conn().IsConnected() {
-				f.unreachable(nats.ErrDisconnected)
+				f.unreachable(ctx, nats.ErrDisconnected)
 			}
 		default:
 			// The reader failed (its consumer lost for good, the
 			// connection closed): open another.
 			idle++
-			f.unreachable(err)
+			f.unreachable(ctx, err)
 			it.Stop()
 			if it, err = reopen(); err != nil {
 				return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
@@ -437,7 +440,7 @@ func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err err
 			delete(f.present, index) // replaced meanwhile: the consumer brings it again
 			return false, nil
 		}
-		f.unreachable(err)
+		f.unreachable(ctx, err)
 		return true, nil // not known to be missing
 	}
 	f.setWaiting("")
@@ -524,7 +527,7 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 		if ctx.Err() != nil {
 			return job.Digest{}, false, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
 		}
-		f.unreachable(err)
+		f.unreachable(ctx, err)
 		time.Sleep(f.opts.Poll)
 	}
 }
