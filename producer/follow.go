@@ -36,6 +36,10 @@ type Progress struct {
 	// Waiting, when not empty, says what the reader is waiting for
 	// besides the workers ("NATS unreachable since 12:03:04").
 	Waiting string
+	// NoWorkers says that results are due and no worker of the queue
+	// answered the micro service's discovery (queue.Workers): the job
+	// waits until one starts.
+	NoWorkers bool
 }
 
 // FollowOptions tune Follow. The zero value works.
@@ -117,6 +121,8 @@ type follower struct {
 	cached    int64                    // results from the cache passed on
 	waiting   string
 	downSince time.Time
+	noWorkers bool      // no worker answered the last time asked
+	askedAt   time.Time // when the workers were last asked for
 }
 
 // readRecord reads the job's record, waiting while JetStream does not
@@ -199,7 +205,37 @@ func (f *follower) setWaiting(w string) {
 
 func (f *follower) progress() {
 	if f.opts.Progress != nil {
-		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.next), Waiting: f.waiting})
+		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.next), Waiting: f.waiting,
+			NoWorkers: f.noWorkers})
+	}
+}
+
+// askWorkersEvery is how many polls without a result pass between two
+// questions whether any worker is listening.
+const askWorkersEvery = 3
+
+// askWorkers asks, at most every askWorkersEvery polls, whether any
+// worker of the queue is listening, and says so in the progress when
+// none is. A reader calls it while no result comes: then some are due.
+func (f *follower) askWorkers(ctx context.Context) {
+	if time.Since(f.askedAt) < askWorkersEvery*f.opts.Poll || !f.q.JS.Conn().IsConnected() {
+		return
+	}
+	n, err := queue.Workers(ctx, f.q.JS.Conn(), f.q.Opts, workersWait, 1)
+	f.askedAt = time.Now()
+	if err != nil || ctx.Err() != nil {
+		return
+	}
+	f.setNoWorkers(n == 0)
+}
+
+// workersWait is how long askWorkers waits for the first worker's answer.
+const workersWait = 250 * time.Millisecond
+
+func (f *follower) setNoWorkers(none bool) {
+	if none != f.noWorkers {
+		f.noWorkers = none
+		f.progress()
 	}
 }
 
@@ -324,6 +360,7 @@ func (f *follower) run(ctx context.Context) error {
 		case err == nil:
 			idle, lastMsg = 0, time.Now()
 			f.setWaiting("")
+			f.setNoWorkers(false)
 			if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
 				return err
 			}
@@ -345,6 +382,7 @@ func (f *follower) run(ctx context.Context) error {
 			if !f.q.JS.Conn().IsConnected() {
 				f.unreachable(ctx, nats.ErrDisconnected)
 			}
+			f.askWorkers(ctx)
 		default:
 			// The reader failed (its consumer lost for good, the
 			// connection closed): open another.

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+)
+
+// TestWaitDisplayNoWorkers: while no worker listens, the bar says so and
+// how to start one; without a terminal, that is logged once when it
+// starts and once when a worker comes.
+func TestWaitDisplayNoWorkers(t *testing.T) {
+	published := job.Record{State: job.Published, Lines: 100}
+	steps := []producer.Progress{
+		{Record: published, Lines: 0},
+		{Record: published, Lines: 0, NoWorkers: true},
+		{Record: published, Lines: 0, NoWorkers: true},
+		{Record: published, Lines: 50},
+	}
+	for _, terminal := range []bool{true, false} {
+		var screen syncBuffer
+		var logs bytes.Buffer
+		d := &waitDisplay{log: slog.New(slog.NewTextHandler(&logs, nil)), newBar: func() *progress {
+			if !terminal {
+				return nil
+			}
+			return newBar(&screen, "solving", -1)
+		}}
+		var shown []string
+		for _, p := range steps {
+			d.update(p)
+			if terminal {
+				shown = append(shown, d.bar.bar.State().Description)
+			}
+		}
+		var msgs []string
+		for _, m := range regexp.MustCompile(`msg="([^"]*)"`).FindAllStringSubmatch(logs.String(), -1) {
+			msgs = append(msgs, m[1])
+		}
+		if terminal {
+			d.bar.Close()
+			want := []string{"solving", "waiting: no worker is listening (start one: sudoku worker)",
+				"waiting: no worker is listening (start one: sudoku worker)", "solving"}
+			if !slices.Equal(shown, want) || len(msgs) != 0 {
+				t.Errorf("terminal: the bar says %q, want %q; logged %q", shown, want, msgs)
+			}
+			continue
+		}
+		want := []string{"waiting: no worker is listening; start one with 'sudoku worker'", "a worker is listening: solving"}
+		if !slices.Equal(msgs, want) {
+			t.Errorf("no terminal: logged %q, want %q", msgs, want)
+		}
+	}
+}
+
+// TestSubmitWaitNoWorker: submit --wait with no worker running says that
+// none is listening, goes on waiting, and completes once one starts.
+func TestSubmitWaitNoWorker(t *testing.T) {
+	e := newQueueEnv(t, "SUDOKU_LOG_LEVEL=info")
+	file := writeFile(t, manyPuzzles(t, 20))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, []string{"submit", "--wait", file}, strings.NewReader(""), &stdout, &stderr) }()
+	waitFor(t, 30*time.Second, "no-worker line", &stderr, func() bool {
+		return strings.Contains(stderr.String(), "waiting: no worker is listening")
+	})
+	e.startWorker()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("submit --wait did not end once a worker started; stderr:\n%s", stderr.String())
+	}
+	if stdout.String() != localOut(t, file) {
+		t.Error("results differ from solve --local")
+	}
+}
