@@ -82,7 +82,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.ContentLength > s.opts.MaxBodyBytes {
-		return tooLarge(s.opts.MaxBodyBytes)
+		return tooLarge(s.opts.MaxBodyBytes, maxBodySetting)
 	}
 	if !s.nc.IsConnected() {
 		// Publishing would wait for a reconnection until the time is up.
@@ -113,7 +113,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		rerr := raw.failure()
 		switch {
 		case errors.As(err, &mbe), errors.As(rerr, &mbe):
-			return tooLarge(s.opts.MaxBodyBytes)
+			return tooLarge(s.opts.MaxBodyBytes, maxBodySetting)
 		case errors.As(err, &je):
 			return errorf(http.StatusBadRequest, CodeBadJSON, "%s", je.msg)
 		case rerr != nil:
