@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -87,4 +89,38 @@ func TestSubmitWaitNoWorker(t *testing.T) {
 	if stdout.String() != localOut(t, file) {
 		t.Error("results differ from solve --local")
 	}
+}
+
+// TestEmptyInputRefused: every command that takes puzzles refuses an input
+// without one (empty, or only blank lines and comments) with the same
+// message and exit status 2, and creates nothing: no output file, no job.
+func TestEmptyInputRefused(t *testing.T) {
+	e := newQueueEnv(t)
+	for _, tc := range []struct{ name, text string }{
+		{"empty", ""},
+		{"blank and comments", "\n  \n# a comment\n\n"},
+	} {
+		for _, args := range [][]string{{"solve", "--local"}, {"solve"}, {"submit"}, {"submit", "--wait"}} {
+			t.Run(tc.name+"/"+strings.Join(args, " "), func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "out.txt")
+				code, stdout, stderr := run(t, context.Background(), tc.text, append(args, "--out", out, "-")...)
+				if args[0] == "submit" && len(args) == 1 {
+					code, stdout, stderr = run(t, context.Background(), tc.text, "submit", "-")
+				}
+				if code != ExitUsage || !strings.Contains(stderr, "standard input: no puzzle in the input") || stdout != "" {
+					t.Errorf("exit %d, stdout %q, stderr %q; want %d and the input named as holding no puzzle",
+						code, stdout, stderr, ExitUsage)
+				}
+				if _, err := os.Stat(out); err == nil {
+					t.Error("the output file was created")
+				}
+			})
+		}
+	}
+	_, stdout, _ := run(t, context.Background(), "", "job", "list")
+	if n := strings.Count(strings.TrimSpace(stdout), "\n"); n > 0 { // the header alone
+
+		t.Errorf("jobs after empty inputs only:\n%s", stdout)
+	}
+	_ = e // its environment names the queue
 }

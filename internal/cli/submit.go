@@ -46,6 +46,10 @@ it later.`,
 				return err
 			}
 			defer in.Close()
+			rd := input.NewReader(in)
+			if err := rd.RequirePuzzle(); err != nil { // before connecting
+				return fmt.Errorf("%s: %w", name, err)
+			}
 			var out *output
 			if wait {
 				if sameFile(of.out, name) {
@@ -66,7 +70,7 @@ it later.`,
 			p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, force, first))
 			failed := func(err error) error { return fmt.Errorf("%s: %w", name, err) }
 			if !wait {
-				sub, err := p.Submit(ctx, input.NewReader(in))
+				sub, err := p.Submit(ctx, rd)
 				if err != nil {
 					return failed(err)
 				}
@@ -75,7 +79,7 @@ it later.`,
 				return nil
 			}
 			// The results are read while the batches are published.
-			st, err := p.Start(ctx, input.NewReader(in))
+			st, err := p.Start(ctx, rd)
 			if err != nil {
 				return failed(err)
 			}

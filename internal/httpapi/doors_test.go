@@ -34,3 +34,23 @@ func TestSolveBodyLimitNamed(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyJobRefused: POST /v1/jobs refuses a body without a puzzle, in
+// either form, with a 400 that says so, and creates no job.
+func TestEmptyJobRefused(t *testing.T) {
+	e := newEnv(t, envOptions{noWorker: true})
+	for _, tc := range []struct{ name, contentType, body string }{
+		{"empty text", "text/plain", ""},
+		{"blank lines and comments", "text/plain", "\n# nothing\n\n"},
+		{"empty JSON array", "application/json", "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, data := e.do(http.MethodPost, "/v1/jobs", tc.contentType, strings.NewReader(tc.body))
+			wantError(t, res, data, http.StatusBadRequest, CodeBadRequest, "no puzzle in the input")
+		})
+	}
+	res, data := e.get("/v1/jobs")
+	if res.StatusCode != 200 || strings.Contains(string(data), `"id"`) {
+		t.Errorf("jobs after empty bodies only: %d %s", res.StatusCode, data)
+	}
+}

@@ -141,6 +141,9 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	sub, err := p.Submit(ctx, input.NewReader(br))
 	if err != nil {
 		e := bodyError(err)
+		if e == nil && errors.Is(err, input.ErrEmpty) {
+			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", input.ErrEmpty)
+		}
 		if e == nil {
 			e = s.dependencyError(ctx, err)
 		}
