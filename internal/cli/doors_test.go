@@ -124,3 +124,23 @@ func TestEmptyInputRefused(t *testing.T) {
 	}
 	_ = e // its environment names the queue
 }
+
+// TestGetCachedSaysSo: get of a cached puzzle, by puzzle or by key, in
+// the JSONL format, carries "cached": true, as /v1/solutions does.
+func TestGetCachedSaysSo(t *testing.T) {
+	newQueueEnv(t)
+	p := puzzles(t, 1)
+	file := writeFile(t, p)
+	// solve on the embedded server caches its answers in the env's Redis.
+	if code, _, stderr := run(t, context.Background(), "", "solve", file); code != ExitOK {
+		t.Fatalf("solve: exit %d, %s", code, stderr)
+	}
+	code, js, stderr := run(t, context.Background(), "", "get", "--format", "jsonl", p[0])
+	if code != ExitOK || !strings.Contains(js, `"cached":true`) {
+		t.Fatalf("get --format jsonl of a cached puzzle: exit %d, %q, %s", code, js, stderr)
+	}
+	key := js[strings.Index(js, `"key":"`)+7:][:64]
+	if code, js, _ := run(t, context.Background(), "", "get", "--format", "jsonl", key); code != ExitOK || !strings.Contains(js, `"cached":true`) {
+		t.Errorf("get --format jsonl KEY: exit %d, %q", code, js)
+	}
+}

@@ -78,7 +78,9 @@ and the answer awaited.`,
 				return fmt.Errorf("Redis did not answer the lookup of %s", what)
 			}
 			if hits != nil && hits[0] != nil {
-				return writeOne(cmd, rf, hits[0].Result(0, key))
+				r := hits[0].Result(0, key)
+				r.Cached = true // "cached": true in JSONL, as /v1/solutions says it
+				return writeOne(cmd, rf, r)
 			}
 			if !solve {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("%s is not in the cache", what)}
