@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -142,5 +143,34 @@ func TestGetCachedSaysSo(t *testing.T) {
 	key := js[strings.Index(js, `"key":"`)+7:][:64]
 	if code, js, _ := run(t, context.Background(), "", "get", "--format", "jsonl", key); code != ExitOK || !strings.Contains(js, `"cached":true`) {
 		t.Errorf("get --format jsonl KEY: exit %d, %q", code, js)
+	}
+}
+
+// TestGetKeyPrefix: get of hex digits that are not a whole key says it
+// looks like a key and how long a key is, rather than reporting a bad
+// puzzle cell by cell; a whole key in upper case is the key.
+func TestGetKeyPrefix(t *testing.T) {
+	key := strings.Repeat("b3", 32)
+	for _, tc := range []struct {
+		name, arg string
+		code      int
+		stderr    string
+	}{
+		{"prefix", key[:12], ExitUsage, "looks like a puzzle's key, but has 12 hex digits: a key has 64"},
+		{"too long", key + "ab", ExitUsage, "has 66 hex digits"},
+		{"upper case prefix", strings.ToUpper(key[:20]), ExitUsage, "has 20 hex digits"},
+		{"whole key in upper case", strings.ToUpper(key), ExitFailure, "key " + key + " is not in the cache"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, context.Background(), "", "get", "--redis-addrs", testenv.RedisAddr(), tc.arg)
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) || strings.Contains(stdout+stderr, "r1c1") {
+				t.Errorf("get %s: exit %d, stdout %q, stderr %q; want %d and %q", tc.arg, code, stdout, stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+	// A puzzle of digits only is still a puzzle, reported as one.
+	code, stdout, _ := run(t, context.Background(), "", "get", "--redis-addrs", testenv.RedisAddr(), "12345")
+	if code != ExitFailure || !strings.Contains(stdout, "error:") {
+		t.Errorf("get 12345: exit %d, %q; want a bad puzzle's result", code, stdout)
 	}
 }
