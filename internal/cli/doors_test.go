@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -172,5 +173,31 @@ func TestGetKeyPrefix(t *testing.T) {
 	code, stdout, _ := run(t, context.Background(), "", "get", "--redis-addrs", testenv.RedisAddr(), "12345")
 	if code != ExitFailure || !strings.Contains(stdout, "error:") {
 		t.Errorf("get 12345: exit %d, %q; want a bad puzzle's result", code, stdout)
+	}
+}
+
+// TestWorkerStartLog: a worker's start-up log says it starts in a short
+// line, and gives its configuration one section a line, none of them
+// longer than a terminal's few lines.
+func TestWorkerStartLog(t *testing.T) {
+	newQueueEnv(t, "SUDOKU_LOG_LEVEL=info")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, []string{"worker"}, strings.NewReader(""), io.Discard, &stderr) }()
+	waitFor(t, 30*time.Second, "worker started", &stderr, func() bool { return strings.Contains(stderr.String(), "worker started") })
+	cancel()
+	<-done
+	log := stderr.String()
+	for line := range strings.Lines(log) {
+		if len(line) > 1000 { // was one line of 2,000
+			t.Errorf("a start-up line of %d characters:\n%s", len(line), line)
+		}
+	}
+	for _, want := range []string{`msg="sudoku worker starting"`, "config.nats.url=", "config.queue.batch_size=", "config.worker.max_nodes="} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the start-up log has no %s:\n%s", want, log)
+		}
 	}
 }

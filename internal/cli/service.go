@@ -416,6 +416,17 @@ func jobError(id string, err error) error {
 	return err
 }
 
+// logStart logs a process's start, msg with args, then its effective
+// configuration one section a line ("configuration" config.nats.url=...,
+// then config.redis..., as in the configuration file, secrets redacted),
+// so that no line is thousands of characters long.
+func logStart(log *slog.Logger, msg string, cfg *config.Config, args ...any) {
+	log.Info(msg, args...)
+	for _, section := range cfg.LogValue().Group() {
+		log.Info("configuration", slog.Attr{Key: "config", Value: slog.GroupValue(section)})
+	}
+}
+
 // discardLogger logs nothing.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
