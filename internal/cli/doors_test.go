@@ -201,3 +201,24 @@ func TestWorkerStartLog(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmittedPlurals: what submit reports counts in words that agree
+// with the numbers.
+func TestSubmittedPlurals(t *testing.T) {
+	for _, tc := range []struct {
+		sub  producer.Submitted
+		want string
+	}{
+		{producer.Submitted{ID: "j", Lines: 1, Queued: 1, Batches: 1}, "job j: 1 line: 1 queued in 1 batch, 0 cached"},
+		{producer.Submitted{ID: "j", Lines: 2, Queued: 2, Batches: 2}, "job j: 2 lines: 2 queued in 2 batches, 0 cached"},
+		{producer.Submitted{ID: "j", Lines: 0, Cached: 0}, "job j: 0 lines: 0 queued in 0 batches"},
+	} {
+		var stderr bytes.Buffer
+		cmd := newSubmitCmd()
+		cmd.SetErr(&stderr)
+		reportSubmitted(cmd, &tc.sub)
+		if !strings.HasPrefix(stderr.String(), tc.want) {
+			t.Errorf("reported %q, want %q...", stderr.String(), tc.want)
+		}
+	}
+}

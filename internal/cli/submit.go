@@ -8,6 +8,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -107,6 +108,6 @@ func reportSubmitted(cmd *cobra.Command, s *producer.Submitted) {
 	if more := s.Invalid - int64(len(s.InvalidLines)); more > 0 {
 		fmt.Fprintf(stderr, "... and %d more invalid lines\n", more)
 	}
-	fmt.Fprintf(stderr, "job %s: %d lines: %d queued in %d batches, %d cached, %d repeated, %d invalid\n",
-		s.ID, s.Lines, s.Queued, s.Batches, s.Cached, s.Repeated, s.Invalid)
+	fmt.Fprintf(stderr, "job %s: %s: %d queued in %s, %d cached, %d repeated, %d invalid\n",
+		s.ID, result.Plural(s.Lines, "line", "lines"), s.Queued, result.Plural(s.Batches, "batch", "batches"), s.Cached, s.Repeated, s.Invalid)
 }
