@@ -36,6 +36,10 @@ type Progress struct {
 	// Waiting, when not empty, says what the reader is waiting for
 	// besides the workers ("NATS unreachable since 12:03:04").
 	Waiting string
+	// NoWorkers says that results are due and no worker of the queue
+	// answered the micro service's discovery (queue.Workers): the job
+	// waits until one starts.
+	NoWorkers bool
 }
 
 // FollowOptions tune Follow. The zero value works.
@@ -116,6 +120,8 @@ type follower struct {
 	free      [][]job.Item             // the items of batches passed on (spare)
 	waiting   string
 	downSince time.Time
+	noWorkers bool      // no worker answered the last time asked
+	askedAt   time.Time // when the workers were last asked for
 }
 
 // readRecord reads the job's record, waiting while JetStream does not
@@ -143,7 +149,7 @@ func (f *follower) readRecord(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
 		}
-		f.unreachable(err)
+		f.unreachable(ctx, err)
 		select {
 		case <-time.After(f.opts.Poll):
 		case <-ctx.Done():
@@ -151,21 +157,24 @@ func (f *follower) readRecord(ctx context.Context) error {
 	}
 }
 
-// unreachable notes that JetStream did not answer.
-func (f *follower) unreachable(err error) {
-	if errors.Is(err, context.Canceled) {
+// unreachable notes that JetStream did not answer a request made under
+// ctx. Only a connection that is down is NATS unreachable: a request that
+// timed out on a connection that is up is JetStream not answering (a
+// cluster electing a leader), and one cut short by ctx (the wait's own
+// deadline, an interrupt) is no outage at all.
+func (f *follower) unreachable(ctx context.Context, err error) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return // we stopped asking
 	}
 	if f.downSince.IsZero() {
 		f.downSince = time.Now()
 	}
-	what := "JetStream"
-	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		what = "NATS"
+	what := "JetStream not answering"
+	if !f.q.JS.Conn().IsConnected() || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) {
+		what = "NATS unreachable"
 	}
-	f.setWaiting(what + " unreachable since " + f.downSince.Format("15:04:05"))
+	f.setWaiting(what + " since " + f.downSince.Format("15:04:05"))
 }
 
 func (f *follower) setWaiting(w string) {
@@ -180,7 +189,37 @@ func (f *follower) setWaiting(w string) {
 
 func (f *follower) progress() {
 	if f.opts.Progress != nil {
-		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.next), Waiting: f.waiting})
+		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.next), Waiting: f.waiting,
+			NoWorkers: f.noWorkers})
+	}
+}
+
+// askWorkersEvery is how many polls without a result pass between two
+// questions whether any worker is listening.
+const askWorkersEvery = 3
+
+// askWorkers asks, at most every askWorkersEvery polls, whether any
+// worker of the queue is listening, and says so in the progress when
+// none is. A reader calls it while no result comes: then some are due.
+func (f *follower) askWorkers(ctx context.Context) {
+	if time.Since(f.askedAt) < askWorkersEvery*f.opts.Poll || !f.q.JS.Conn().IsConnected() {
+		return
+	}
+	n, err := queue.Workers(ctx, f.q.JS.Conn(), f.q.Opts, workersWait, 1)
+	f.askedAt = time.Now()
+	if err != nil || ctx.Err() != nil {
+		return
+	}
+	f.setNoWorkers(n == 0)
+}
+
+// workersWait is how long askWorkers waits for the first worker's answer.
+const workersWait = 250 * time.Millisecond
+
+func (f *follower) setNoWorkers(none bool) {
+	if none != f.noWorkers {
+		f.noWorkers = none
+		f.progress()
 	}
 }
 
@@ -265,7 +304,7 @@ func (f *follower) run(ctx context.Context) error {
 			case errors.Is(err, jetstream.ErrStreamNotFound) || f.q.JS.Conn().IsClosed():
 				return nil, err
 			}
-			f.unreachable(err)
+			f.unreachable(ctx, err)
 			select {
 			case <-time.After(f.opts.Poll):
 			case <-ctx.Done():
@@ -308,6 +347,7 @@ func (f *follower) run(ctx context.Context) error {
 		case err == nil:
 			idle, lastMsg = 0, time.Now()
 			f.setWaiting("")
+			f.setNoWorkers(false)
 			if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
 				return err
 			}
@@ -327,13 +367,14 @@ func (f *follower) run(ctx context.Context) error {
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 			idle++
 			if !f.q.JS.Conn().IsConnected() {
-				f.unreachable(nats.ErrDisconnected)
+				f.unreachable(ctx, nats.ErrDisconnected)
 			}
+			f.askWorkers(ctx)
 		default:
 			// The reader failed (its consumer lost for good, the
 			// connection closed): open another.
 			idle++
-			f.unreachable(err)
+			f.unreachable(ctx, err)
 			it.Stop()
 			if it, err = reopen(); err != nil {
 				return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
@@ -424,7 +465,7 @@ func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err err
 			delete(f.present, index) // replaced meanwhile: the consumer brings it again
 			return false, nil
 		}
-		f.unreachable(err)
+		f.unreachable(ctx, err)
 		return true, nil // not known to be missing
 	}
 	f.setWaiting("")
@@ -511,7 +552,7 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 		if ctx.Err() != nil {
 			return job.Digest{}, false, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
 		}
-		f.unreachable(err)
+		f.unreachable(ctx, err)
 		time.Sleep(f.opts.Poll)
 	}
 }

@@ -145,9 +145,13 @@ func (st *Started) Wait() (Submitted, error) {
 
 // Start records a job, then reads in and publishes its batches on a
 // goroutine of its own, as Submit does, so that the caller may follow the
-// job meanwhile. It fails only when the record cannot be created; what
-// fails afterwards, Wait returns.
+// job meanwhile. It fails only when in holds no puzzle (input.ErrEmpty:
+// no job is created) or the record cannot be created; what fails
+// afterwards, Wait returns.
 func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error) {
+	if err := in.RequirePuzzle(); err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
 	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,

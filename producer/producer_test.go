@@ -412,17 +412,18 @@ func TestJobsNewestFirst(t *testing.T) {
 	e := newEnv(t, "embedded")
 	var ids []string
 	for range 3 {
-		ids = append(ids, e.submit("", Options{}).ID)
+		ids = append(ids, e.submit("not a puzzle", Options{}).ID) // an empty input is refused
 		time.Sleep(2 * time.Millisecond)
 	}
 	recs, err := Jobs(context.Background(), e.q.Queue, 2)
 	if err != nil || len(recs) != 2 || recs[0].ID != ids[2] || recs[1].ID != ids[1] {
 		t.Errorf("Jobs = %+v, %v; want %s, %s", recs, err, ids[2], ids[1])
 	}
-	// An empty job is published at once and finishes on its first read.
+	// A job with nothing for the workers is published at once and
+	// finishes on its first read.
 	_, rec := e.follow(ids[0], FollowOptions{})
-	if rec.State != job.Finished || rec.Lines != 0 {
-		t.Errorf("empty job: %+v", rec)
+	if rec.State != job.Finished || rec.Lines != 1 || rec.Invalid != 1 {
+		t.Errorf("job of one invalid line: %+v", rec)
 	}
 }
 

@@ -145,12 +145,21 @@ say "npm ci in examples/node"
 (cd examples/node && timeout 120 npm ci --no-audit --no-fund --loglevel=error >"$work/npm.log" 2>&1) ||
   { cat "$work/npm.log"; die "npm ci failed"; }
 s=$(date +%s%N)
-timeout 90 node examples/node/submit.mjs --timeout 60 "$in" >"$work/node.txt" 2>"$work/node.err" ||
-  { cat "$work/node.err"; die "examples/node/submit.mjs failed"; }
+# Exit status 1, as solve --local's: some puzzles have no unique solution.
+code=0
+timeout 90 node examples/node/submit.mjs --timeout 60 "$in" >"$work/node.txt" 2>"$work/node.err" || code=$?
+[ "$code" -eq 1 ] || { cat "$work/node.err"; die "examples/node/submit.mjs exited $code, want 1 as sudoku solve --local"; }
 ms=$((($(date +%s%N) - s) / 1000000))
 diff -u "$work/local.txt" "$work/node.txt" >"$work/diff.txt" ||
   { head -n 40 "$work/diff.txt"; die "examples/node/submit.mjs differs from sudoku solve --local"; }
 say "examples/node: $(cat "$work/node.err" | tr -d '\n'); 1000 lines identical to sudoku solve --local (${ms} ms)"
+
+# A missing file: one line that says so, exit status 2, no stack trace.
+code=0
+node examples/node/submit.mjs "$work/no-such-file.txt" >/dev/null 2>"$work/missing.err" || code=$?
+[ "$code" -eq 2 ] && grep -q "no such file" "$work/missing.err" && [ "$(wc -l <"$work/missing.err")" -eq 1 ] ||
+  { cat "$work/missing.err"; die "examples/node/submit.mjs on a missing file: exit $code, want 2 and one line"; }
+say "examples/node on a missing file: $(cat "$work/missing.err")"
 
 # 3. The examples of docs/protocol.md.
 (cd "$root" && timeout 120 go test -count=1 -run 'TestProtocolDoc|TestMatchOutput' ./internal/service) ||

@@ -6,6 +6,10 @@
 // "error: line N: REASON" (for several solutions, followed by ": " and
 // one of them). See docs/protocol.md for the protocol.
 //
+// Exit status, as `sudoku solve`'s: 0 when every puzzle has a unique
+// solution, 1 when some have not (or are invalid) or the job failed, 2
+// for a wrong command line or an input file that cannot be read.
+//
 // Settings: --server URL (default $NATS_URL, else nats://127.0.0.1:4222),
 // --prefix P (default $SUDOKU_QUEUE_SUBJECT_PREFIX, else "sudoku"),
 // --timeout SECONDS to wait for the results (default 300).
@@ -65,11 +69,29 @@ function serviceError(m) {
   return { code, description: m.headers.get("Nats-Service-Error") };
 }
 
+// readInput returns FILE's bytes ("-": standard input), or fails with a
+// one-line message: no stack trace for a missing file.
+async function readInput(file) {
+  try {
+    return await readFile(file === "-" ? 0 : file);
+  } catch (err) {
+    const why = { ENOENT: "no such file", EACCES: "permission denied", EISDIR: "is a directory" }[err.code] || err.message;
+    fail(`input file ${file}: ${why}`);
+  }
+}
+
 const opts = parseArgs(process.argv.slice(2));
 const sc = StringCodec();
-const body = await readFile(opts.file === "-" ? 0 : opts.file);
-const nc = await connect({ servers: opts.server.split(","), name: "sudoku-queue node example" });
+const body = await readInput(opts.file);
+let nc;
+try {
+  nc = await connect({ servers: opts.server.split(","), name: "sudoku-queue node example" });
+} catch (err) {
+  process.stderr.write(`submit.mjs: cannot connect to NATS at ${opts.server}: ${err.message}\n`);
+  process.exit(1);
+}
 let status = 0;
+let unsolved = 0; // results that are not a unique (or, with first, a found) solution
 try {
   if (body.length > nc.info.max_payload) {
     throw new Error(`${opts.file} is ${body.length} bytes, more than the server's max_payload (${nc.info.max_payload}): split it into several jobs`);
@@ -108,7 +130,9 @@ try {
     if (batch.v !== 1 || batch.job !== job.job) throw new Error(`unexpected results message on ${msg.subject}`);
     held.set(batch.batch, batch);
     while (held.has(next)) {
-      const out = held.get(next).results.map(text).join("\n") + "\n";
+      const results = held.get(next).results;
+      unsolved += results.filter((r) => r.status !== "unique" && r.status !== "solved").length;
+      const out = results.map(text).join("\n") + "\n";
       held.delete(next);
       next++;
       if (!process.stdout.write(out)) await new Promise((resolve) => process.stdout.once("drain", resolve));
@@ -118,6 +142,10 @@ try {
   clearTimeout(timer);
   messages.stop();
   if (next < job.batches && status === 0) throw new Error(`job ${job.job}: the results ended after ${next} of ${job.batches} batches`);
+  if (unsolved > 0) {
+    process.stderr.write(`submit.mjs: ${unsolved} of ${job.lines} puzzles without a unique solution\n`);
+    status = 1;
+  }
 } catch (err) {
   process.stderr.write(`submit.mjs: ${err.message}\n`);
   status = 1;

@@ -102,7 +102,9 @@ func newDLQReplayCmd() *cobra.Command {
 		Long: `Publish each dead letter named by its sequence number (see 'sudoku dlq
 list'), or every one with --all, again to the subject it was first
 published to, with its body unchanged, then delete it from the
-dead-letter stream. Only subjects of the work stream are accepted.
+dead-letter stream. Only work batches first published to subjects of the
+work stream are replayed: a body that is not a batch would be
+dead-lettered again at once (remove it with 'nats stream rmm').
 
 A replay is safe to repeat: the republished message carries a message id
 of its own (the original id, ".replay-", the dead-letter sequence), so

@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
 )
 
 // Exit statuses of the sudoku command.
@@ -79,6 +81,10 @@ func markRunErrors(c *cobra.Command) {
 			}
 			if ctx := cmd.Context(); ctx != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return &exitError{code: ExitInterrupted, err: errors.New("interrupted")}
+			}
+			if errors.Is(err, input.ErrEmpty) {
+				// Like a missing file: the input given is wrong.
+				return &exitError{code: ExitUsage, err: err}
 			}
 			return &exitError{code: ExitFailure, err: err}
 		}

@@ -45,8 +45,16 @@ and the answer awaited.`,
 			}
 			arg := strings.TrimSpace(args[0])
 			var key, puzzle string
+			if hexOnly(arg) && len(arg) == 64 {
+				arg = strings.ToLower(arg)
+			}
 			if solver.IsKey(arg) {
 				key = arg
+			} else if hexOnly(arg) && strings.ContainsAny(strings.ToLower(arg), "abcdef") {
+				// No puzzle has a letter a-f: a key cut short (or made
+				// longer), not a puzzle to report cell by cell.
+				return usageErrorf("%q looks like a puzzle's key, but has %d hex digits: a key has 64 "+
+					"(give the whole key, or the puzzle)", clipArg(arg), len(arg))
 			} else {
 				g, err := solver.Parse(arg)
 				if err != nil {
@@ -78,7 +86,9 @@ and the answer awaited.`,
 				return fmt.Errorf("Redis did not answer the lookup of %s", what)
 			}
 			if hits != nil && hits[0] != nil {
-				return writeOne(cmd, rf, hits[0].Result(0, key))
+				r := hits[0].Result(0, key)
+				r.Cached = true // "cached": true in JSONL, as /v1/solutions says it
+				return writeOne(cmd, rf, r)
 			}
 			if !solve {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("%s is not in the cache", what)}
@@ -105,6 +115,25 @@ and the answer awaited.`,
 	config.AddKeyFlags(cmd.Flags(), keyRedisAddrs, keyNATSURL)
 	cmd.Flags().Lookup(config.FlagName(keyNATSURL)).Usage = "with --solve, NATS server `URLs`, comma-separated ($SUDOKU_NATS_URL)"
 	return cmd
+}
+
+// hexOnly reports whether s is made of hex digits only, in either case.
+func hexOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // lower case for letters; digits stay digits
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// clipArg cuts a long argument for an error message.
+func clipArg(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
 }
 
 // writeOne prints one result; exit status 1 when it is not unique.

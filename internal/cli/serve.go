@@ -77,8 +77,8 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 				return err
 			}
 			defer srv.Close()
-			log.Info("sudoku serve starting", "embedded", embedded, "memory_cache", conn.MemoryCache,
-				"auth", cfg.Serve.Token != "", "config", cfg)
+			logStart(log, "sudoku serve starting", cfg, "embedded", embedded, "memory_cache", conn.MemoryCache,
+				"auth", cfg.Serve.Token != "")
 			return srv.Serve(ctx, ln)
 		},
 	}

@@ -160,8 +160,9 @@ type waitOptions struct {
 // waitAndWrite follows job id (producer.Follow) with a progress bar on a
 // terminal, writing its results in input order to out as they come, then
 // a summary on stderr. While NATS does not answer, the bar says what it
-// waits for ("waiting: NATS unreachable since 12:03:04"); without a
-// terminal that is logged once per outage, and its end too. It returns
+// waits for ("waiting: NATS unreachable since 12:03:04"), and so it does
+// while no worker is listening; without a terminal each is logged once
+// when it starts, and its end too. It returns
 // an exit status error when some results are not unique. When ctx ends,
 // or wo.timeout passes, while waiting, it says how to resume (when
 // resumable) or that the job stopped.
@@ -297,13 +298,34 @@ func (d *waitDisplay) update(p producer.Progress) {
 			d.log.Warn("waiting: " + p.Waiting)
 		}
 	case p.Waiting == "" && d.last.Waiting != "":
-		d.bar.Describe("solving")
+		d.bar.Describe(solving(p))
 		if d.bar.bar == nil {
 			d.log.Info("no longer waiting: NATS answers again")
+		}
+	case p.Waiting == "" && p.NoWorkers != d.last.NoWorkers:
+		d.bar.Describe(solving(p))
+	}
+	if p.NoWorkers != d.last.NoWorkers && d.bar.bar == nil {
+		if p.NoWorkers {
+			d.log.Warn("waiting: " + noWorkers + "; start one with 'sudoku worker'")
+		} else {
+			d.log.Info("a worker is listening: solving")
 		}
 	}
 	d.bar.Set(int(p.Lines))
 	d.last = p
+}
+
+// noWorkers is what a job waits for when no worker answers.
+const noWorkers = "no worker is listening"
+
+// solving is what the bar says while NATS answers: solving, or that no
+// worker is listening.
+func solving(p producer.Progress) string {
+	if p.NoWorkers {
+		return "waiting: " + noWorkers + " (start one: sudoku worker)"
+	}
+	return "solving"
 }
 
 // writtenOf says how many of a job's results were written: "12 of 40
@@ -394,6 +416,17 @@ func jobError(id string, err error) error {
 		return &exitError{code: ExitCancelled, err: fmt.Errorf("%w; the results written are those done before", err)}
 	}
 	return err
+}
+
+// logStart logs a process's start, msg with args, then its effective
+// configuration one section a line ("configuration" config.nats.url=...,
+// then config.redis..., as in the configuration file, secrets redacted),
+// so that no line is thousands of characters long.
+func logStart(log *slog.Logger, msg string, cfg *config.Config, args ...any) {
+	log.Info(msg, args...)
+	for _, section := range cfg.LogValue().Group() {
+		log.Info("configuration", slog.Attr{Key: "config", Value: slog.GroupValue(section)})
+	}
 }
 
 // discardLogger logs nothing.

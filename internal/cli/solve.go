@@ -155,6 +155,10 @@ func solveLocal(cmd *cobra.Command, args []string, f *solveFlags, format result.
 	if sameFile(f.out, inName) {
 		return usageErrorf("--out %s is the input file", f.out)
 	}
+	rd := input.NewReader(in)
+	if err := rd.RequirePuzzle(); err != nil { // before --out is created
+		return fmt.Errorf("%s: %w", inName, err)
+	}
 	out, outName, err := createOutput(cmd, f.out)
 	if err != nil {
 		return err
@@ -165,7 +169,7 @@ func solveLocal(cmd *cobra.Command, args []string, f *solveFlags, format result.
 	var sum result.Summary
 	bar := newProgress(stderr, "solving", total)
 	start := time.Now()
-	err = local.Run(ctx, input.NewReader(in), func(r result.Result) error {
+	err = local.Run(ctx, rd, func(r result.Result) error {
 		sum.Add(r)
 		return w.Write(r)
 	}, local.Options{

@@ -64,7 +64,7 @@ func TestSolveExitStatus(t *testing.T) {
 	}{
 		{"every puzzle unique", []string{"solve", "--local", clue17}, "", ExitOK, 200, "solved 200 puzzles in "},
 		{"standard input", []string{"solve", "--local", "-"}, unique + "\n", ExitOK, 1, ": 1 unique\n"},
-		{"empty input", []string{"solve", "--local"}, "# nothing\n\n", ExitOK, 0, "solved 0 puzzles in "},
+		{"empty input", []string{"solve", "--local"}, "# nothing\n\n", ExitUsage, 0, "standard input: no puzzle in the input"},
 		{"some not unique", []string{"solve", "--local", mixed}, "", ExitFailure, 6, "2 unique, 1 multiple, 1 none, 2 invalid\n"},
 		{"first solution: multiple is fine", []string{"solve", "--local", "--first", "-"},
 			multipleSolutions + "\n", ExitOK, 1, ": 1 solved\n"},

@@ -26,6 +26,10 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	if sameFile(f.out, name) {
 		return usageErrorf("--out %s is the input file", f.out)
 	}
+	rd := input.NewReader(in)
+	if err := rd.RequirePuzzle(); err != nil { // before a server starts
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	of := outputFlags{format: f.format, out: f.out}
 	out, err := of.open(cmd)
 	if err != nil {
@@ -57,7 +61,7 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	// The results are read while the batches are published.
-	st, err := p.Start(ctx, input.NewReader(in))
+	st, err := p.Start(ctx, rd)
 	if err != nil {
 		return failed(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -49,6 +50,10 @@ it later.`,
 				return err
 			}
 			defer in.Close()
+			rd := input.NewReader(in)
+			if err := rd.RequirePuzzle(); err != nil { // before connecting
+				return fmt.Errorf("%s: %w", name, err)
+			}
 			var out *output
 			if wait {
 				if sameFile(of.out, name) {
@@ -75,7 +80,7 @@ it later.`,
 			p := producer.New(conn.Queue, conn.Cache, popts)
 			failed := func(err error) error { return fmt.Errorf("%s: %w", name, err) }
 			if !wait {
-				sub, err := p.Submit(ctx, input.NewReader(in))
+				sub, err := p.Submit(ctx, rd)
 				if err != nil {
 					return failed(err)
 				}
@@ -84,7 +89,7 @@ it later.`,
 				return nil
 			}
 			// The results are read while the batches are published.
-			st, err := p.Start(ctx, input.NewReader(in))
+			st, err := p.Start(ctx, rd)
 			if err != nil {
 				return failed(err)
 			}
@@ -113,6 +118,6 @@ func reportSubmitted(cmd *cobra.Command, s *producer.Submitted) {
 	if more := s.Invalid - int64(len(s.InvalidLines)); more > 0 {
 		fmt.Fprintf(stderr, "... and %d more invalid lines\n", more)
 	}
-	fmt.Fprintf(stderr, "job %s: %d lines: %d queued in %d batches, %d cached, %d repeated, %d invalid\n",
-		s.ID, s.Lines, s.Queued, s.Batches, s.Cached, s.Repeated, s.Invalid)
+	fmt.Fprintf(stderr, "job %s: %s: %d queued in %s, %d cached, %d repeated, %d invalid\n",
+		s.ID, result.Plural(s.Lines, "line", "lines"), s.Queued, result.Plural(s.Batches, "batch", "batches"), s.Cached, s.Repeated, s.Invalid)
 }

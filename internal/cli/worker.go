@@ -49,7 +49,8 @@ closes its connections and exits 0.`,
 				return err
 			}
 			defer conn.Close()
-			log.Info("sudoku worker starting", "config", cfg)
+			logStart(log, "sudoku worker starting", cfg, "version", serviceVersion(), "stream", cfg.Queue.Stream,
+				"concurrency", cfg.WorkerConcurrency())
 			ctx := cmd.Context()
 
 			var m *metrics.Worker

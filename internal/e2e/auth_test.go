@@ -103,17 +103,19 @@ func TestAuthentication(t *testing.T) {
 			}
 			log := w.stderr.String()
 			noSecrets(t, "the worker's log", log, secrets)
-			startLine := ""
+			// The start-up lines: the start, then the configuration one
+			// section a line.
+			startLines := ""
 			for line := range strings.Lines(log) {
-				if strings.Contains(line, "sudoku worker starting") {
-					startLine = line
+				if strings.Contains(line, "sudoku worker starting") || strings.Contains(line, "msg=configuration") {
+					startLines += line
 				}
 			}
-			if startLine == "" {
+			if !strings.Contains(startLines, "sudoku worker starting") {
 				t.Fatalf("no start-up line in the worker's log:\n%s", log)
 			}
-			if !strings.Contains(startLine, "[redacted]") {
-				t.Errorf("the start-up line redacts nothing:\n%s", startLine)
+			if !strings.Contains(startLines, "[redacted]") {
+				t.Errorf("the start-up lines redact nothing:\n%s", startLines)
 			}
 		})
 	}

@@ -46,7 +46,8 @@ const (
 	// CodeJobFailed (409): results asked for of a job whose submission
 	// failed; it has none.
 	CodeJobFailed = "job_failed"
-	// CodeTooLarge (413): the body is larger than serve.max_body_bytes.
+	// CodeTooLarge (413): the body is larger than its limit
+	// (serve.max_body_bytes; smaller for POST /v1/solve, one puzzle).
 	CodeTooLarge = "too_large"
 	// CodeInternal (500): a bug; the server log has the details.
 	CodeInternal = "internal"

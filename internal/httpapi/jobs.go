@@ -86,7 +86,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "?priority=: %v", err)
 	}
 	if r.ContentLength > s.opts.MaxBodyBytes {
-		return tooLarge(s.opts.MaxBodyBytes)
+		return tooLarge(s.opts.MaxBodyBytes, maxBodySetting)
 	}
 	if !s.nc.IsConnected() {
 		// Publishing would wait for a reconnection until the time is up.
@@ -117,7 +117,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		rerr := raw.failure()
 		switch {
 		case errors.As(err, &mbe), errors.As(rerr, &mbe):
-			return tooLarge(s.opts.MaxBodyBytes)
+			return tooLarge(s.opts.MaxBodyBytes, maxBodySetting)
 		case errors.As(err, &je):
 			return errorf(http.StatusBadRequest, CodeBadJSON, "%s", je.msg)
 		case rerr != nil:
@@ -145,6 +145,9 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	sub, err := p.Submit(ctx, input.NewReader(br))
 	if err != nil {
 		e := bodyError(err)
+		if e == nil && errors.Is(err, input.ErrEmpty) {
+			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", input.ErrEmpty)
+		}
 		if e == nil {
 			e = s.dependencyError(ctx, err)
 		}

@@ -122,15 +122,20 @@ func (s *Server) lookup(ctx context.Context, key string) (*result.Result, error)
 // readPuzzle returns the puzzle in the body of r: the body itself, or its
 // "puzzle" member when it is JSON.
 func (s *Server) readPuzzle(w http.ResponseWriter, r *http.Request) (string, error) {
-	limit := min(s.opts.MaxBodyBytes, maxSolveBody)
+	// The limit in force, named: the fixed one for a puzzle, or the
+	// setting when it is smaller.
+	limit, which := int64(maxSolveBody), "for one puzzle; many go as a job, POST /v1/jobs"
+	if s.opts.MaxBodyBytes < limit {
+		limit, which = s.opts.MaxBodyBytes, maxBodySetting
+	}
 	if r.ContentLength > limit {
-		return "", tooLarge(limit)
+		return "", tooLarge(limit, which)
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return "", tooLarge(limit)
+			return "", tooLarge(limit, which)
 		}
 		return "", errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 	}
@@ -158,10 +163,14 @@ func isJSON(r *http.Request) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
-// tooLarge is the 413 for a body over limit bytes.
-func tooLarge(limit int64) *Error {
+// maxBodySetting names the setting of Options.MaxBodyBytes.
+const maxBodySetting = "serve.max_body_bytes"
+
+// tooLarge is the 413 for a body over limit bytes; which says what sets
+// that limit.
+func tooLarge(limit int64, which string) *Error {
 	e := errorf(http.StatusRequestEntityTooLarge, CodeTooLarge,
-		"the body is larger than the limit of %d bytes (serve.max_body_bytes)", limit)
+		"the body is larger than the limit of %d bytes (%s)", limit, which)
 	e.Details = map[string]any{"max_bytes": limit}
 	return e
 }

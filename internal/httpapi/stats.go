@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
@@ -277,44 +276,10 @@ func (h *statsHub) queueStats(ctx context.Context) (*QueueStats, error) {
 // pingWait is how long workers counts the answers to its question.
 const pingWait = 250 * time.Millisecond
 
-// workers counts the instances of the micro service that answer an INFO
-// request within pingWait and serve this queue's solve endpoint: the
-// worker processes online. (A ping would count the workers of every
-// queue on the NATS server: the service's name is the same for all.)
+// workers counts the worker processes of this queue online
+// (queue.Workers).
 func (h *statsHub) workers(ctx context.Context) (int, error) {
-	subject, err := micro.ControlSubject(micro.InfoVerb, queue.ServiceName, "")
-	if err != nil {
-		return 0, err
-	}
-	inbox := nats.NewInbox()
-	sub, err := h.s.nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := h.s.nc.PublishRequest(subject, inbox, nil); err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, pingWait)
-	defer cancel()
-	want := h.s.q.Opts.SolveSubject()
-	n := 0
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return n, nil
-		}
-		var info micro.Info
-		if json.Unmarshal(m.Data, &info) != nil {
-			continue
-		}
-		for _, e := range info.Endpoints {
-			if e.Subject == want {
-				n++
-				break
-			}
-		}
-	}
+	return queue.Workers(ctx, h.s.nc, h.s.q.Opts, pingWait, 0)
 }
 
 // getStats answers GET /v1/stats: the figures now, with the rate history.

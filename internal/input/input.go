@@ -104,6 +104,9 @@ type Reader struct {
 	// held is the next Item.
 	held   Item
 	isHeld bool
+	// peeked is the Item RequirePuzzle read ahead: Next returns it first.
+	peeked   Item
+	isPeeked bool
 
 	// raw, with wantRaw (NextRaw), is the text of a one-line puzzle on
 	// the hot path, in br's buffer, instead of a copy in Item.Text.
@@ -166,6 +169,32 @@ func (r *Reader) NextRaw() (it Item, raw []byte, err error) {
 	it, err = r.next(true)
 	raw, r.wantRaw, r.raw = r.raw, false, nil
 	return it, raw, err
+}
+
+// ErrEmpty is matched by the error of RequirePuzzle for an input without
+// a puzzle.
+var ErrEmpty = errors.New("no puzzle in the input: it is empty, or holds only blank lines and # comments")
+
+// RequirePuzzle reads ahead to the next puzzle, which Next then returns.
+// It returns ErrEmpty when the input holds no more (at the start: none at
+// all), or the read error. Every way in (solve, submit, POST /v1/jobs,
+// the micro service's submit) calls it before it solves anything or
+// creates a job, so that an empty input is refused the same way
+// everywhere: a job of no puzzle is always a mistake (a wrong file, a
+// pipe that gave nothing), and a success would hide it.
+func (r *Reader) RequirePuzzle() error {
+	if r.isPeeked {
+		return nil
+	}
+	it, err := r.next(true)
+	switch {
+	case errors.Is(err, io.EOF):
+		return ErrEmpty
+	case err != nil:
+		return err
+	}
+	r.peeked, r.isPeeked = it, true
+	return nil
 }
 
 // Count returns the number of Items a Reader from NewReader would return
@@ -239,6 +268,11 @@ func kind(t []byte) int {
 // next is Next; with keep false it leaves Item.Text empty, which saves an
 // allocation per puzzle.
 func (r *Reader) next(keep bool) (Item, error) {
+	if r.isPeeked {
+		it := r.peeked
+		r.peeked, r.isPeeked = Item{}, false
+		return it, nil
+	}
 	if r.isHeld {
 		it := r.held
 		r.held, r.isHeld = Item{}, false

@@ -183,6 +183,27 @@ func DecodeWorkInto(data []byte, items []Item) (Batch, error) {
 	return decodeBatch(data, WorkVersion, items)
 }
 
+// isText reports whether data's first bytes are text: no control
+// character but line breaks and tabs. A batch starts with its format
+// version, a byte below 32.
+func isText(data []byte) bool {
+	head := data[:min(len(data), 64)]
+	for _, c := range head {
+		if c < ' ' && c != '\n' && c != '\r' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return len(head) > 0 && head[0] >= ' '
+}
+
+// clipText is the start of a text body, for an error message.
+func clipText(data []byte) string {
+	if len(data) > 40 {
+		return string(data[:40]) + "..."
+	}
+	return string(data)
+}
+
 // DecodeResults decodes a results batch. Every error is a *DecodeError.
 func DecodeResults(data []byte) (Batch, error) { return decodeBatch(data, ResultsVersion, nil) }
 
@@ -195,7 +216,14 @@ func decodeBatch(data []byte, version byte, items []Item) (Batch, error) {
 	}
 	if d.err == nil && v != version {
 		d.off = 0
-		d.fail(fmt.Sprintf("format version %d, want %d", v, version))
+		if isText(data) {
+			// Someone published text on the subject ('nats pub'): say
+			// so, not that its first letter is an unknown version.
+			d.fail(fmt.Sprintf("the body is text (%q), not a binary batch (format version %d) as the producer publishes",
+				clipText(data), version))
+		} else {
+			d.fail(fmt.Sprintf("format version %d, want %d", v, version))
+		}
 	}
 	b.Flags = d.uvarint("flags")
 	b.Job = d.str(MaxJobID, "job id")
@@ -263,7 +291,7 @@ func decodeBatch(data []byte, version byte, items []Item) (Batch, error) {
 		}
 	}
 	if d.off != len(data) {
-		return Batch{}, &DecodeError{d.off, fmt.Sprintf("%d bytes after the last item", len(data)-d.off)}
+		return Batch{}, &DecodeError{d.off, result.Plural(len(data)-d.off, "byte", "bytes") + " after the last item"}
 	}
 	return b, nil
 }

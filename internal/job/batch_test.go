@@ -399,6 +399,9 @@ func decodeErrors(t testing.TB) []struct {
 	}{
 		{"empty", nil, 0, "missing format version"},
 		{"version 1", append([]byte{1}, good[1:]...), 0, "format version 1, want 3"},
+		{"text", []byte("hello world\n"), 0, `the body is text ("hello world\n"), not a binary batch (format version 3) as the producer publishes`},
+		{"a puzzle as text", []byte(strings.Repeat("1", 81)), 0, `the body is text ("` + strings.Repeat("1", 40) +
+			`..."), not a binary batch (format version 3) as the producer publishes`},
 		{"only a version", []byte{WorkVersion}, 1, "bad or missing flags"},
 		{"padded flags", []byte{WorkVersion, 0x80, 0x00}, 1, "padded flags"},
 		{"padded index", []byte{WorkVersion, 0, 1, 'j', 0x81, 0x00}, 4, "padded batch index"},
@@ -432,7 +435,7 @@ func decodeErrors(t testing.TB) []struct {
 		{"unknown status", append(head(1), 1, byte(Known), 9, 0), 10, "unknown status code 9"},
 		{"solution with a blank", append(append(append(head(1), 1, byte(Known), codeUnique, 0), make([]byte, maskLen)...),
 			append(bytes.Repeat([]byte{0x12}, 20), make([]byte, PackedLen-20)...)...), 22, "solution with a blank cell 41"},
-		{"trailing bytes", append(item(head(1)), 0), 29, "1 bytes after the last item"},
+		{"trailing bytes", append(item(head(1)), 0), 29, "1 byte after the last item"},
 	}
 }
 

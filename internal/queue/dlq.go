@@ -166,10 +166,15 @@ func (q *Queue) EachDeadLetter(ctx context.Context, fn func(*DeadLetter) error) 
 	}
 }
 
+// ErrNotABatch is matched by the error of Replay for a dead letter whose
+// body is not a work batch.
+var ErrNotABatch = errors.New("the body is not a work batch")
+
 // Replay publishes dead letter seq again to its original subject, with
 // its body unchanged and a message id of its own, then deletes it from the
-// dead-letter stream. Only work subjects are accepted. A replay is safe to
-// repeat.
+// dead-letter stream. Only work subjects and bodies that are work batches
+// are accepted (ErrNotABatch: a worker would dead-letter it again at
+// once). A replay is safe to repeat.
 func (q *Queue) Replay(ctx context.Context, seq uint64) (*DeadLetter, error) {
 	o := q.Opts
 	dlq, err := q.JS.Stream(ctx, o.DLQStream)
@@ -186,6 +191,11 @@ func (q *Queue) Replay(ctx context.Context, seq uint64) (*DeadLetter, error) {
 	dl := NewDeadLetter(seq, raw.Time, raw.Header, raw.Data)
 	if !strings.HasPrefix(dl.Subject, strings.TrimSuffix(o.WorkFilter(), ">")) {
 		return nil, fmt.Errorf("original subject %q is not a work subject (%s); not replayed", dl.Subject, o.WorkFilter())
+	}
+	if dl.BodyError != "" {
+		// A worker would dead-letter it again at once.
+		return nil, fmt.Errorf("%w: %s; not replayed (remove it with: nats stream rmm %s %d)",
+			ErrNotABatch, dl.BodyError, o.DLQStream, seq)
 	}
 	m := nats.NewMsg(dl.Subject)
 	m.Data = raw.Data

@@ -1,6 +1,7 @@
 package result
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -103,9 +104,12 @@ func (s *Summary) String() string {
 }
 
 // Puzzles returns "1 puzzle" or "N puzzles".
-func Puzzles(n int) string {
+func Puzzles(n int) string { return Plural(n, "puzzle", "puzzles") }
+
+// Plural returns n and the noun for it: "1 batch", "2 batches".
+func Plural[N int | int64 | uint64](n N, one, many string) string {
 	if n == 1 {
-		return "1 puzzle"
+		return "1 " + one
 	}
-	return strconv.Itoa(n) + " puzzles"
+	return fmt.Sprint(n) + " " + many
 }

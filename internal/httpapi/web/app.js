@@ -82,8 +82,12 @@ function fmt(n, digits) {
   return n.toFixed(digits || 0);
 }
 
-// update draws one Stats snapshot.
+// update draws one Stats snapshot. Until the first, the page says it is
+// loading (… in the cards, "Loading…" for the jobs), not that there is
+// nothing.
 function update(st) {
+  $('main').removeAttribute('aria-busy');
+  for (const v of document.querySelectorAll('.card .value[title="loading"]')) v.removeAttribute('title');
   $('rate').textContent = fmt(st.solved_per_second);
   $('rate-total').textContent = fmt(st.solved_total) + ' since start';
   $('workers').textContent = st.workers === null || st.workers === undefined ? '–' : st.workers;
@@ -108,6 +112,7 @@ function update(st) {
   $('chart-span').textContent = 'last ' + (span >= 120 ? Math.round(span / 60) + ' minutes' : span + ' seconds');
   draw();
   if (st.jobs) jobs(st.jobs);
+  else if (st.jobs_error) $('jobs-loading').hidden = true; // the banner says why
 }
 
 // draw plots points on the canvas, scaled to its size on screen.
@@ -195,6 +200,7 @@ function jobCounts(j) {
 
 // jobs lists the newest jobs with their progress bars and counts.
 function jobs(list) {
+  $('jobs-loading').hidden = true;
   $('jobs-empty').hidden = list.length > 0;
   const ul = $('jobs');
   ul.replaceChildren(...list.map((j) => {
