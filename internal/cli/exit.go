@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 )
 
 // Exit statuses of the sudoku command.
@@ -77,7 +79,9 @@ func markRunErrors(c *cobra.Command) {
 			if ctx := cmd.Context(); ctx != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return &exitError{code: ExitInterrupted, err: errors.New("interrupted")}
 			}
-			return &exitError{code: ExitFailure, err: err}
+			// A request NATS refused (the user's role does not allow it)
+			// fails late, as a timeout: say what was refused.
+			return &exitError{code: ExitFailure, err: roles.Explain(err)}
 		}
 	}
 	for _, sub := range c.Commands() {
