@@ -1,0 +1,116 @@
+package roles_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
+)
+
+func TestOf(t *testing.T) {
+	for _, tc := range []struct {
+		user string
+		want roles.Role
+		ok   bool
+	}{
+		{"admin", roles.Admin, true},
+		{"producer", roles.Producer, true},
+		{"producer-berlin", roles.Producer, true},
+		{"worker-2", roles.Worker, true},
+		{"reader-grafana", roles.Reader, true},
+		{"sudoku", "", false},
+		{"producers", "", false},
+		{"", "", false},
+	} {
+		r, ok := roles.Of(tc.user)
+		if ok != tc.ok || ok && r != tc.want {
+			t.Errorf("Of(%q) = %q, %v; want %q, %v", tc.user, r, ok, tc.want, tc.ok)
+		}
+		if err := roles.CheckUser(tc.user); (err == nil) != tc.ok {
+			t.Errorf("CheckUser(%q) = %v", tc.user, err)
+		}
+	}
+	if err := roles.CheckUser("producer-a b"); err == nil {
+		t.Error("CheckUser accepts a space")
+	}
+}
+
+// TestInit: the files hold hashes, never a password; a second run keeps
+// the passwords and adds a user.
+func TestInit(t *testing.T) {
+	dir := t.TempDir()
+	n := roles.NamesOf(queue.Options{}, "")
+	first, err := roles.Init(dir, n, roles.InitOptions{Owner: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 4 {
+		t.Fatalf("%d users, want the 4 roles'", len(first))
+	}
+	second, err := roles.Init(dir, n, roles.InitOptions{Users: []string{"producer-berlin"}, Owner: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != 5 || second[2].Name != "producer-berlin" || second[2].Role != roles.Producer {
+		t.Fatalf("users after adding producer-berlin: %+v", second)
+	}
+	var server string
+	for _, f := range []string{roles.NATSConfFile, roles.RedisACLFile} {
+		data, err := os.ReadFile(filepath.Join(dir, roles.ServerDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		server += string(data)
+	}
+	for _, u := range second {
+		if strings.Contains(server, u.NATSPassword) || strings.Contains(server, u.RedisPassword) {
+			t.Errorf("the server files show a password of %s", u.Name)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, u.Name, roles.NATSPasswordFile))
+		if err != nil || strings.TrimSpace(string(data)) != u.NATSPassword {
+			t.Errorf("%s's nats_password: %q, %v", u.Name, data, err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, u.Name, roles.RedisPasswordFile)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s's redis_password: %v, %v", u.Name, fi.Mode(), err)
+		}
+	}
+	kept := map[string]string{}
+	for _, u := range first {
+		kept[u.Name] = u.NATSPassword + u.RedisPassword
+	}
+	for _, u := range second {
+		if k, ok := kept[u.Name]; ok && k != u.NATSPassword+u.RedisPassword {
+			t.Errorf("the passwords of %s changed", u.Name)
+		}
+	}
+}
+
+// TestPermissionErrorText shows how a refusal prints.
+func TestPermissionErrorText(t *testing.T) {
+	ref := roles.NewRefusals("reader-grafana")
+	if _, ok := ref.Note(errors.New("nats: slow consumer")); ok {
+		t.Error("a slow consumer noted as a refusal")
+	}
+	violation := fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "$JS.API.STREAM.PURGE.SUDOKU"`)
+	if _, ok := ref.Note(violation); !ok {
+		t.Fatal("a permissions violation not noted")
+	}
+	err := ref.Explain(fmt.Errorf("purge: %w", nats.ErrTimeout))
+	want := `NATS refused user "reader-grafana" (role reader): publish to "$JS.API.STREAM.PURGE.SUDOKU" is not allowed: purge: nats: timeout`
+	if err.Error() != want {
+		t.Errorf("got  %s\nwant %s", err, want)
+	}
+	if !errors.Is(err, nats.ErrTimeout) {
+		t.Error("the operation's error is not wrapped")
+	}
+	if again := ref.Explain(err); again != err {
+		t.Errorf("explained twice: %v", again)
+	}
+}
