@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -71,6 +72,7 @@ func usageErrorf(format string, args ...any) error {
 func markRunErrors(c *cobra.Command) {
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
 			err := run(cmd, args)
 			var ee *exitError
 			if err == nil || errors.As(err, &ee) {
@@ -81,7 +83,7 @@ func markRunErrors(c *cobra.Command) {
 			}
 			// A request NATS refused (the user's role does not allow it)
 			// fails late, as a timeout: say what was refused.
-			return &exitError{code: ExitFailure, err: roles.Explain(err)}
+			return &exitError{code: ExitFailure, err: roles.ExplainSince(start, err)}
 		}
 	}
 	for _, sub := range c.Commands() {

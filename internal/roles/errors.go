@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,8 @@ type PermissionError struct {
 	// (Redis), or what the client saw meanwhile (NATS, whose refusals are
 	// asynchronous: often a timeout).
 	Err error
+
+	at time.Time // when a NATS refusal was noted
 }
 
 // Error says who was refused what, and the operation's own error.
@@ -87,7 +90,7 @@ func (r *Refusals) Note(err error) (pe *PermissionError, ok bool) {
 		}
 		what = fmt.Sprintf("%s %q", verb, m[2])
 	}
-	pe = &PermissionError{Server: "NATS", User: r.user, What: what, Err: err}
+	pe = &PermissionError{Server: "NATS", User: r.user, What: what, Err: err, at: time.Now()}
 	r.mu.Lock()
 	r.last, r.n = pe, r.n+1
 	r.mu.Unlock()
@@ -111,16 +114,23 @@ func (r *Refusals) Explain(err error) error {
 	return explain(pe, err)
 }
 
-// Explain is Refusals.Explain with the latest refusal of any connection of
-// the process: for a command's final error.
-func Explain(err error) error { return explain(last.Load(), err) }
+// ExplainSince is Refusals.Explain with the latest refusal of any
+// connection of the process, if it was noted at or after start: for a
+// command's final error (start: when the command started).
+func ExplainSince(start time.Time, err error) error {
+	pe := last.Load()
+	if pe != nil && pe.at.Before(start) {
+		pe = nil
+	}
+	return explain(pe, err)
+}
 
 func explain(pe *PermissionError, err error) error {
 	var already *PermissionError
 	if err == nil || pe == nil || errors.As(err, &already) {
 		return err
 	}
-	return &PermissionError{Server: pe.Server, User: pe.User, What: pe.What, Err: err}
+	return &PermissionError{Server: pe.Server, User: pe.User, What: pe.What, Err: err, at: pe.at}
 }
 
 // RedisHook returns a go-redis hook that turns each NOPERM error (the

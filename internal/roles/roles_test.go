@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -112,5 +113,13 @@ func TestPermissionErrorText(t *testing.T) {
 	}
 	if again := ref.Explain(err); again != err {
 		t.Errorf("explained twice: %v", again)
+	}
+	// A command's error is explained only by a refusal since it started.
+	plain := errors.New("context deadline exceeded")
+	if got := roles.ExplainSince(time.Now().Add(time.Hour), plain); got != plain {
+		t.Errorf("explained by an older refusal: %v", got)
+	}
+	if got := roles.ExplainSince(time.Now().Add(-time.Hour), plain); !strings.Contains(got.Error(), `user "reader-grafana"`) {
+		t.Errorf("not explained by the latest refusal: %v", got)
 	}
 }
