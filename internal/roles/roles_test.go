@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
@@ -121,5 +123,50 @@ func TestPermissionErrorText(t *testing.T) {
 	}
 	if got := roles.ExplainSince(time.Now().Add(-time.Hour), plain); !strings.Contains(got.Error(), `user "reader-grafana"`) {
 		t.Errorf("not explained by the latest refusal: %v", got)
+	}
+}
+
+// TestComposeNATSConf: docker-compose.yml's nats-server configuration
+// (configs/nats-server.conf, the roles' users included from roles/ beside
+// it, as the compose file mounts them) is one that nats-server takes: the
+// module's parser and, when installed, Debian's 2.9 binary (-t).
+func TestComposeNATSConf(t *testing.T) {
+	root := t.TempDir()
+	if _, err := roles.Init(filepath.Join(root, "secrets"), roles.NamesOf(queue.Options{}, ""), roles.InitOptions{Owner: -1}); err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(root, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../../configs/nats-server.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(etc, "sudoku.conf")
+	if err := os.WriteFile(conf, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "secrets", roles.ServerDir), filepath.Join(etc, "roles")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SUDOKU_NATS_NAME", "nats2")
+	o, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ServerName != "nats2" || !o.JetStream || o.Cluster.Name != "sudoku" || len(o.Routes) != 3 || len(o.Users) != 4 {
+		t.Errorf("server %q, JetStream %v, cluster %q with %d routes, %d users; want nats2, true, sudoku, 3, 4",
+			o.ServerName, o.JetStream, o.Cluster.Name, len(o.Routes), len(o.Users))
+	}
+	for _, u := range o.Users {
+		if u.Permissions == nil || len(u.Permissions.Publish.Allow) == 0 {
+			t.Errorf("user %s has no publish permissions", u.Username)
+		}
+	}
+	if bin, err := exec.LookPath("/usr/sbin/nats-server"); err == nil {
+		if out, err := exec.Command(bin, "-c", conf, "-t").CombinedOutput(); err != nil {
+			t.Errorf("nats-server 2.9 -t: %v: %s", err, out)
+		}
 	}
 }
