@@ -222,17 +222,17 @@ export SUDOKU_NATS_HOST_PORT SUDOKU_REDIS_HOST_PORT
 SUDOKU_ROLES_DIR=$tmp/roles
 export SUDOKU_ROLES_DIR
 
-# as USER CMD...: run the host's sudoku as USER (its role's credentials
-# from $SUDOKU_ROLES_DIR) against the published ports, with the cluster's
-# settings. Settings through the environment: a command refuses a flag it
-# does not use.
-as() {
-  local user=$1
-  shift
-  SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_LOG_FORMAT=text \
-    SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT SUDOKU_REDIS_ADDRS=127.0.0.1:$SUDOKU_REDIS_HOST_PORT \
-    SUDOKU_NATS_USER=$user SUDOKU_NATS_PASSWORD_FILE=$SUDOKU_ROLES_DIR/$user/nats_password \
-    SUDOKU_REDIS_USERNAME=$user SUDOKU_REDIS_PASSWORD_FILE=$SUDOKU_ROLES_DIR/$user/redis_password \
+# as_user SECONDS USER CMD...: run the host's sudoku CMD as USER (its role's
+# credentials from $SUDOKU_ROLES_DIR) against the published ports, with the
+# cluster's settings, for at most SECONDS. Settings through the
+# environment: a command refuses a flag it does not use.
+as_user() {
+  local secs=$1 user=$2
+  shift 2
+  timeout "$secs" env SUDOKU_CONFIG="$root/configs/cluster.yaml" SUDOKU_LOG_FORMAT=text \
+    SUDOKU_NATS_URL="nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT" SUDOKU_REDIS_ADDRS="127.0.0.1:$SUDOKU_REDIS_HOST_PORT" \
+    SUDOKU_NATS_USER="$user" SUDOKU_NATS_PASSWORD_FILE="$SUDOKU_ROLES_DIR/$user/nats_password" \
+    SUDOKU_REDIS_USERNAME="$user" SUDOKU_REDIS_PASSWORD_FILE="$SUDOKU_ROLES_DIR/$user/redis_password" \
     "$sudoku" "$@"
 }
 
@@ -357,7 +357,7 @@ jobfail() {
     status "$2" || true
   fi
   echo "----- sudoku dlq list (as admin, from the host)"
-  timeout 40 as admin dlq list 2>&1 | sed -n 1,20p | cut -c1-400 || true
+  as_user 40 admin dlq list 2>&1 | sed -n 1,20p | cut -c1-400 || true
   fail "$3"
 }
 
@@ -377,7 +377,7 @@ log "job 1 ($id1): $N1 lines identical to solve --local, counts exact, in ${T_JO
 
 # The host reaches the cluster through the published ports, with the same CLI,
 # the cluster's settings and the reader's credentials.
-if ! s=$(timeout 40 as reader job status "$id1" 2>"$tmp/host.err") ||
+if ! s=$(as_user 40 reader job status "$id1" 2>"$tmp/host.err") ||
   [ "$(solved_of "$s")" != "$N1 $N1" ]; then
   echo "$s"
   cat "$tmp/host.err"
@@ -395,7 +395,7 @@ SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOK
   fail "job list without a user: exit $rc, want 1 and the credentials refused"
 }
 rc=0
-timeout 60 as reader job rm "$id1" >/dev/null 2>"$tmp/host.err" || rc=$?
+as_user 60 reader job rm "$id1" >/dev/null 2>"$tmp/host.err" || rc=$?
 [ "$rc" = 1 ] && grep -qF 'NATS refused user "reader" (role reader): publish to "$JS.API.STREAM.PURGE.' "$tmp/host.err" || {
   cat "$tmp/host.err"
   fail "job rm as reader: exit $rc, want 1 and the refusal named"
