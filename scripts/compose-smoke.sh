@@ -15,10 +15,15 @@
 #  2. build stand-ins for the compose file's images (scripts/images/build.sh:
 #     nothing is pulled; a tag that holds a real image is kept);
 #  3. docker-compose up -d --scale worker=4, under a project name of its own,
-#     and wait until every container is healthy;
+#     with the roles on (the "roles" service writes the users to a folder of
+#     this run, $SUDOKU_ROLES_DIR; each service connects as its role's
+#     user), and wait until every container is healthy;
 #  4. job 1: the producer profile submits SMOKE_N (5,000) fresh puzzles
 #     (sudoku gen, random seed) with --wait; its output must equal
 #     `sudoku solve --local` of the same file on the host, line for line;
+#     from the host, job status as reader works, and the roles hold: no
+#     user is refused, a reader's `job rm` is refused naming its role, and
+#     Redis's default user may only PING;
 #  5. job 2: SMOKE_KILL_N (100,000) harder puzzles; once the job is under
 #     way (0 < done < n), `docker-compose kill nats2`; the job must finish
 #     with exact counts and the exact output; then nats2 is started again
@@ -212,6 +217,24 @@ free_port() { # free_port FROM: the first free loopback port from FROM on
 SUDOKU_NATS_HOST_PORT=$(free_port 14222)
 SUDOKU_REDIS_HOST_PORT=$(free_port 16379)
 export SUDOKU_NATS_HOST_PORT SUDOKU_REDIS_HOST_PORT
+# The roles' folder (users, passwords, the servers' files): the compose
+# file's "roles" service writes it here, not in the checkout.
+SUDOKU_ROLES_DIR=$tmp/roles
+export SUDOKU_ROLES_DIR
+
+# as_user SECONDS USER CMD...: run the host's sudoku CMD as USER (its role's
+# credentials from $SUDOKU_ROLES_DIR) against the published ports, with the
+# cluster's settings, for at most SECONDS. Settings through the
+# environment: a command refuses a flag it does not use.
+as_user() {
+  local secs=$1 user=$2
+  shift 2
+  timeout "$secs" env SUDOKU_CONFIG="$root/configs/cluster.yaml" SUDOKU_LOG_FORMAT=text \
+    SUDOKU_NATS_URL="nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT" SUDOKU_REDIS_ADDRS="127.0.0.1:$SUDOKU_REDIS_HOST_PORT" \
+    SUDOKU_NATS_USER="$user" SUDOKU_NATS_PASSWORD_FILE="$SUDOKU_ROLES_DIR/$user/nats_password" \
+    SUDOKU_REDIS_USERNAME="$user" SUDOKU_REDIS_PASSWORD_FILE="$SUDOKU_ROLES_DIR/$user/redis_password" \
+    "$sudoku" "$@"
+}
 
 log "docker-compose -p $project up -d --scale worker=$WORKERS (host ports: NATS $SUDOKU_NATS_HOST_PORT, Redis $SUDOKU_REDIS_HOST_PORT)"
 t_up=$(now_ms)
@@ -333,8 +356,8 @@ jobfail() {
     echo "----- sudoku job status $2"
     status "$2" || true
   fi
-  echo "----- sudoku dlq list"
-  timeout 40 docker exec "$worker" /usr/local/bin/sudoku dlq list 2>&1 | sed -n 1,20p | cut -c1-400 || true
+  echo "----- sudoku dlq list (as admin, from the host)"
+  as_user 40 admin dlq list 2>&1 | sed -n 1,20p | cut -c1-400 || true
   fail "$3"
 }
 
@@ -352,19 +375,34 @@ compare job1
 check_counts "$id1" "$N1"
 log "job 1 ($id1): $N1 lines identical to solve --local, counts exact, in ${T_JOB}s ($(grep -o '[0-9]* puzzles in [^ ]*' "$tmp/job1.err" | tail -n 1 || true))"
 
-# The host reaches the cluster through the published ports, with the same CLI
-# and the cluster's settings (only a worker brings the streams to its own
-# queue.* settings, but the names and subjects must match).
-# Settings through the environment: a command refuses a flag it does not use.
-if ! s=$(SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_LOG_FORMAT=text \
-  SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT SUDOKU_REDIS_ADDRS=127.0.0.1:$SUDOKU_REDIS_HOST_PORT \
-  timeout 40 "$sudoku" job status "$id1" 2>"$tmp/host.err") ||
+# The host reaches the cluster through the published ports, with the same CLI,
+# the cluster's settings and the reader's credentials.
+if ! s=$(as_user 40 reader job status "$id1" 2>"$tmp/host.err") ||
   [ "$(solved_of "$s")" != "$N1 $N1" ]; then
   echo "$s"
   cat "$tmp/host.err"
   fail "job status from the host through the published ports"
 fi
-log "job 1: job status from the host through 127.0.0.1:$SUDOKU_NATS_HOST_PORT: $N1 of $N1"
+log "job 1: job status from the host (as reader) through 127.0.0.1:$SUDOKU_NATS_HOST_PORT: $N1 of $N1"
+
+# The roles are on: no user, no connection; a reader may not remove a job
+# (and is told so, by role and subject); Redis without a user may only PING.
+rc=0
+SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT \
+  timeout 40 "$sudoku" job list >/dev/null 2>"$tmp/host.err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'refused the credentials' "$tmp/host.err" || {
+  cat "$tmp/host.err"
+  fail "job list without a user: exit $rc, want 1 and the credentials refused"
+}
+rc=0
+as_user 60 reader job rm "$id1" >/dev/null 2>"$tmp/host.err" || rc=$?
+[ "$rc" = 1 ] && grep -qF 'NATS refused user "reader" (role reader): publish to "$JS.API.STREAM.PURGE.' "$tmp/host.err" || {
+  cat "$tmp/host.err"
+  fail "job rm as reader: exit $rc, want 1 and the refusal named"
+}
+noperm=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; printf "GET x\r\n" >&3; head -c 7 <&3' _ "$SUDOKU_REDIS_HOST_PORT") || true
+[ "$noperm" = "-NOPERM" ] || fail "Redis without a user: GET answered '$noperm', want -NOPERM"
+log "roles: no user is refused by NATS; job rm as reader is refused, naming the role and subject; Redis's default user may only PING"
 
 # ---- 5. job 2: nats2 killed in the middle
 log "job 2: $N2 puzzles; nats2 is killed once the job is under way"

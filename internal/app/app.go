@@ -21,12 +21,19 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 )
 
 // NATSOptions turns the nats.* settings into client options: name,
 // credentials, TLS and reconnection for ever (a worker outlives server
 // restarts), with disconnects and reconnects logged once each.
 func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
+	return natsOptions(c, log, roles.NewRefusals(c.User))
+}
+
+// natsOptions is NATSOptions, with the permission violations the server
+// reports recorded in ref (and logged with the user and what was refused).
+func natsOptions(c config.NATSConfig, log *slog.Logger, ref *roles.Refusals) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name(c.Name),
 		nats.Timeout(c.ConnectTimeout),
@@ -46,6 +53,12 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 		// raw on stderr by the library's default handler. The library
 		// reports a slow consumer once until it catches up.
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if pe, ok := ref.Note(err); ok {
+				// The operation refused fails later (often by a timeout):
+				// say now who was refused what.
+				log.Error("NATS: permission refused", "err", pe)
+				return
+			}
 			subject := ""
 			if sub != nil {
 				subject = sub.Subject
@@ -106,7 +119,7 @@ func RedisClient(c config.RedisConfig) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis.tls: %w", err)
 	}
-	return redis.NewUniversalClient(&redis.UniversalOptions{
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:       c.Addrs,
 		MasterName:  c.MasterName,
 		Username:    c.Username,
@@ -115,7 +128,11 @@ func RedisClient(c config.RedisConfig) (redis.UniversalClient, error) {
 		TLSConfig:   tlsConf,
 		DialTimeout: c.DialTimeout,
 		PoolSize:    c.PoolSize,
-	}), nil
+	})
+	// A command the user's ACL refuses (NOPERM) names the user and the
+	// command.
+	rdb.AddHook(roles.RedisHook(c.Username))
+	return rdb, nil
 }
 
 // Conn is a process's connection to NATS (and its queue) and to the
@@ -131,6 +148,9 @@ type Conn struct {
 	Cache *cache.Guard
 	// MemoryCache is true when the cache is the in-process one.
 	MemoryCache bool
+	// Refusals are the permission violations NATS reported on NC
+	// (roles.Refusals.Explain adds the latest to an error).
+	Refusals *roles.Refusals
 
 	closers []func()
 	closed  atomic.Bool
@@ -231,7 +251,8 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 // openNATS connects to NATS, or starts the embedded server, and sets the
 // queue up.
 func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) error {
-	nopts, err := NATSOptions(cfg.NATS, log)
+	c.Refusals = roles.NewRefusals(cfg.NATS.User)
+	nopts, err := natsOptions(cfg.NATS, log, c.Refusals)
 	if err != nil {
 		return err
 	}
@@ -262,9 +283,9 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 	qo := QueueOptions(cfg.Queue, cfg.Job.ResultTTL)
 	qo.Update = oo.UpdateQueue || c.Embedded != nil
 	qo.NoConsumer = oo.NoConsumer
-	c.Queue, err = setupQueue(ctx, c.JS, qo, log)
+	c.Queue, err = setupQueue(ctx, c.JS, qo, c.Refusals, log)
 	if err != nil {
-		return jetStreamError(cfg.NATS.URL, err)
+		return jetStreamError(cfg.NATS.URL, c.Refusals.Explain(err))
 	}
 	return nil
 }
@@ -281,14 +302,16 @@ const (
 // unavailable" or not at all for a few seconds, and a single request lost
 // then would otherwise hang for the whole timeout. Other errors (a stream
 // of the same name with other subjects, more replicas than servers on a
-// single server) fail at once.
-func setupQueue(ctx context.Context, js jetstream.JetStream, o queue.Options, log *slog.Logger) (*queue.Queue, error) {
+// single server) fail at once, and so does a request the server refused
+// (ref: the user's role does not allow it; it times out).
+func setupQueue(ctx context.Context, js jetstream.JetStream, o queue.Options, ref *roles.Refusals, log *slog.Logger) (*queue.Queue, error) {
+	refused := ref.Count()
 	deadline := time.Now().Add(setupTimeout)
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, setupAttemptTimeout)
 		q, err := queue.Setup(actx, js, o)
 		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !jetStreamNotReady(err) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !jetStreamNotReady(err) || ref.Count() > refused {
 			return q, err
 		}
 		log.Warn("JetStream not ready; trying again", "attempt", attempt, "err", err)

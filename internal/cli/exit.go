@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 )
 
 // Exit statuses of the sudoku command.
@@ -74,6 +76,7 @@ func usageErrorf(format string, args ...any) error {
 func markRunErrors(c *cobra.Command) {
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
 			err := run(cmd, args)
 			var ee *exitError
 			if err == nil || errors.As(err, &ee) {
@@ -86,7 +89,9 @@ func markRunErrors(c *cobra.Command) {
 				// Like a missing file: the input given is wrong.
 				return &exitError{code: ExitUsage, err: err}
 			}
-			return &exitError{code: ExitFailure, err: err}
+			// A request NATS refused (the user's role does not allow it)
+			// fails late, as a timeout: say what was refused.
+			return &exitError{code: ExitFailure, err: roles.ExplainSince(start, err)}
 		}
 	}
 	for _, sub := range c.Commands() {

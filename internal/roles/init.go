@@ -1,0 +1,158 @@
+package roles
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Files of a roles directory (see Init).
+const (
+	// ServerDir holds the servers' files, which reveal no password.
+	ServerDir = "server"
+	// NATSConfFile is the nats-server configuration (NATSConf).
+	NATSConfFile = "nats-users.conf"
+	// RedisACLFile is the Redis ACL file (RedisACL).
+	RedisACLFile = "redis-users.acl"
+	// NATSPasswordFile and RedisPasswordFile, in a user's folder, hold
+	// its passwords: point nats.password_file and redis.password_file at
+	// them.
+	NATSPasswordFile  = "nats_password"
+	RedisPasswordFile = "redis_password"
+)
+
+// InitOptions tune Init.
+type InitOptions struct {
+	// Users to add to those of the folder; the four roles' own users
+	// (admin, producer, worker, reader) are always there.
+	Users []string
+	// Owner, when not negative, is the user id that gets each user's
+	// folder and password files (a container's user); the server files
+	// stay readable by all (they hold hashes only).
+	Owner int
+}
+
+// Init makes dir a roles folder, or brings it up to date: dir/<user>/ holds
+// the passwords of each user (nats_password, redis_password; made at
+// random when missing, kept otherwise), and dir/server/ the NATS and Redis
+// configuration that grants each user its role (NATSConf, RedisACL), made
+// anew from those passwords and n each time. The users are the four
+// roles', those whose folders dir holds already, and opts.Users. It
+// returns them, sorted by name.
+func Init(dir string, n Names, opts InitOptions) ([]User, error) {
+	names := make([]string, 0, len(All)+len(opts.Users))
+	for _, r := range All {
+		names = append(names, string(r))
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != ServerDir && CheckUser(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	for _, u := range opts.Users {
+		if err := CheckUser(u); err != nil {
+			return nil, err
+		}
+		names = append(names, u)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+
+	if err := os.MkdirAll(filepath.Join(dir, ServerDir), 0o755); err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	// The servers' folder may have been made by docker for a bind mount.
+	if err := os.Chmod(filepath.Join(dir, ServerDir), 0o755); err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	users := make([]User, 0, len(names))
+	for _, name := range names {
+		role, _ := Of(name)
+		u := User{Name: name, Role: role}
+		udir := filepath.Join(dir, name)
+		if err := os.MkdirAll(udir, 0o700); err != nil {
+			return nil, fmt.Errorf("roles: %w", err)
+		}
+		if u.NATSPassword, err = password(filepath.Join(udir, NATSPasswordFile)); err != nil {
+			return nil, err
+		}
+		if u.RedisPassword, err = password(filepath.Join(udir, RedisPasswordFile)); err != nil {
+			return nil, err
+		}
+		if opts.Owner >= 0 {
+			for _, p := range []string{udir, filepath.Join(udir, NATSPasswordFile), filepath.Join(udir, RedisPasswordFile)} {
+				if err := os.Chown(p, opts.Owner, -1); err != nil {
+					return nil, fmt.Errorf("roles: %w", err)
+				}
+			}
+		}
+		users = append(users, u)
+	}
+	conf, err := NATSConf(users, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, ServerDir, NATSConfFile), conf, 0o644); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, ServerDir, RedisACLFile), RedisACL(users, n), 0o644); err != nil {
+		return nil, err
+	}
+	return users, nil
+}
+
+// password returns the password in the file at path, first writing a new
+// random one there (readable by its owner only) when there is none.
+func password(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if p := strings.TrimSpace(string(data)); p != "" {
+			return p, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("roles: %w", err)
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("roles: %w", err)
+	}
+	p := base64.RawURLEncoding.EncodeToString(b[:])
+	if err := writeFile(path, []byte(p+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// writeFile replaces the file at path with data, atomically.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("roles: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("roles: %w", err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("roles: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("roles: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("roles: %w", err)
+	}
+	return nil
+}
