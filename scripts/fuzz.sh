@@ -27,6 +27,7 @@ targets=(
   "./internal/job FuzzDecodeWork 20000x"
   "./internal/job FuzzDecodeResults 40000x"
   "./internal/job FuzzDecodeCacheValue 30000x"
+  "./internal/job FuzzLifecycle 30000x"
   "./internal/config FuzzLoadYAML 5000x"
 )
 

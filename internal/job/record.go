@@ -175,7 +175,6 @@ func (r *Record) Cancel(now time.Time) bool {
 		return false
 	}
 	r.State, r.Finished = Cancelled, now.UTC()
-	r.Error = "cancelled"
 	return true
 }
 
