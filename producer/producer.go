@@ -24,7 +24,8 @@ import (
 
 // Options tune Submit. The zero value works.
 type Options struct {
-	// BatchSize is the most puzzles a message holds (default 256).
+	// BatchSize is the most puzzles a message holds (default
+	// DefaultBatchSize).
 	BatchSize int
 	// FirstBatch is how many puzzles a job's first batch holds (default
 	// DefaultFirstBatch; at most BatchSize): each next batch holds twice
@@ -34,8 +35,8 @@ type Options struct {
 	// which costs the queue less a puzzle. FirstBatch >= BatchSize makes
 	// every batch BatchSize.
 	FirstBatch int
-	// MaxMessageBytes bounds a message's size (default 1 MiB); batches
-	// are cut short to fit.
+	// MaxMessageBytes bounds a message's size (default
+	// DefaultMaxMessageBytes); batches are cut short to fit.
 	MaxMessageBytes int
 	// Force sends every puzzle to the workers, even those already cached.
 	Force bool
@@ -66,7 +67,7 @@ type Producer struct {
 // c (nil for none).
 func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 256
+		opts.BatchSize = DefaultBatchSize
 	}
 	opts.BatchSize = min(opts.BatchSize, job.MaxBatch)
 	if opts.FirstBatch <= 0 {
@@ -74,7 +75,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 	}
 	opts.FirstBatch = min(opts.FirstBatch, opts.BatchSize)
 	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = 1 << 20
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -84,6 +85,10 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 	}
 	return &Producer{q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts}
 }
+
+// Options returns the options in effect: those given to New, with the
+// defaults filled in.
+func (p *Producer) Options() Options { return p.opts }
 
 // Submitted describes a job just submitted.
 type Submitted struct {
@@ -99,8 +104,14 @@ type Submitted struct {
 	InvalidLines []result.Result
 }
 
-// DefaultFirstBatch is Options.FirstBatch's default.
-const DefaultFirstBatch = 256
+// The defaults of Options, and so of the configuration's queue.batch_size,
+// queue.first_batch_size and queue.max_message_bytes (internal/config
+// takes them from here).
+const (
+	DefaultBatchSize       = 4096
+	DefaultFirstBatch      = 256
+	DefaultMaxMessageBytes = 1 << 20
+)
 
 // apiTimeout bounds each JetStream request: a stream that is gone or a
 // cluster without a leader fails the call instead of holding it for ever.

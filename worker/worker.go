@@ -85,11 +85,11 @@ type Options struct {
 	// (default AckWait/3).
 	Heartbeat time.Duration
 	// NakDelays are the waits before the 1st, 2nd, ... redelivery after a
-	// transient failure; the last repeats (default 1s, 5s, 30s, 60s).
+	// transient failure; the last repeats (default DefaultNakDelays).
 	NakDelays []time.Duration
 	// ShutdownTimeout bounds how long Run waits, once its context is done,
 	// for the batches in work; those still running then are abandoned
-	// unacked and redelivered (default 30s).
+	// unacked and redelivered (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 	// Version is the version the micro service reports (default
 	// "0.0.0").
@@ -129,6 +129,16 @@ type Worker struct {
 	solve func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error)
 }
 
+// DefaultNakDelays returns Options.NakDelays' default, and so queue.backoff's
+// (internal/config takes it from here): 1s, 5s, 30s, 1m.
+func DefaultNakDelays() []time.Duration {
+	return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute}
+}
+
+// DefaultShutdownTimeout is Options.ShutdownTimeout's default, and so
+// worker.shutdown_timeout's.
+const DefaultShutdownTimeout = 30 * time.Second
+
 // New returns a worker for q that looks puzzles up in, and adds their
 // results to, the cache c (nil for none).
 func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
@@ -139,10 +149,10 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 		opts.Heartbeat = q.Opts.AckWait / 3
 	}
 	if len(opts.NakDelays) == 0 {
-		opts.NakDelays = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute}
+		opts.NakDelays = DefaultNakDelays()
 	}
 	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 30 * time.Second
+		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if opts.Version == "" {
 		opts.Version = "0.0.0"

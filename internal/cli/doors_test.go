@@ -222,3 +222,29 @@ func TestSubmittedPlurals(t *testing.T) {
 		}
 	}
 }
+
+// TestNotAJobID: the job commands tell an argument that cannot be a job
+// id from a job that is gone, before they ask NATS anything.
+func TestNotAJobID(t *testing.T) {
+	newQueueEnv(t)
+	gone := job.NewID()
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"job", "rm", "nonsense"}, ExitUsage, `"nonsense" is not a job id`},
+		{[]string{"job", "status", "NONSENSE"}, ExitUsage, `"NONSENSE" is not a job id`},
+		{[]string{"job", "wait", "x.y"}, ExitUsage, `"x.y" is not a job id`},
+		{[]string{"job", "rm", gone, "nonsense"}, ExitUsage, `"nonsense" is not a job id`},
+		{[]string{"job", "rm", gone}, ExitFailure, "no job " + gone},
+		{[]string{"job", "status", gone}, ExitFailure, "no job " + gone},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := run(t, context.Background(), "", tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+}

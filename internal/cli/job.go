@@ -31,7 +31,7 @@ them; these commands need NATS only.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status ID",
 		Short: "Print a job's progress and counts by status",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MatchAll(cobra.ExactArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
@@ -55,7 +55,7 @@ of the job, whoever submitted it, and as often as asked while the job is
 kept. job.wait_timeout (--job-wait-timeout) bounds the wait: when it has
 passed, job wait stops, says how many results it wrote, and exits with
 status 124; the job keeps running. 0 waits as long as it takes.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MatchAll(cobra.ExactArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := of.open(cmd)
 			if err != nil {
@@ -103,11 +103,11 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "cancel ID...",
 		Short: "Cancel jobs: their work not yet done leaves the queue; results so far stay",
+		Args:  cobra.MatchAll(cobra.MinimumNArgs(1), jobIDs),
 		Long: `Cancel each job ID: its record says cancelled, its batches not yet done
 leave the queue at once, and the batches workers hold are finished or
 dropped. The results stored before stay readable with 'sudoku job wait',
 which then exits with status 3. A job that has ended is left as it is.`,
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
@@ -133,7 +133,7 @@ which then exits with status 3. A job that has ended is left as it is.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "rm ID...",
 		Short: "Remove jobs (cancelling those running): their pending work, results and records",
-		Args:  cobra.MinimumNArgs(1),
+		Args:  cobra.MatchAll(cobra.MinimumNArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
@@ -152,6 +152,19 @@ which then exits with status 3. A job that has ended is left as it is.`,
 		},
 	})
 	return cmd
+}
+
+// jobIDs refuses, before NATS is asked anything, an argument that is not
+// a job id: one that could never name a job is a mistake of the command
+// line, not a job that is gone.
+func jobIDs(_ *cobra.Command, args []string) error {
+	for _, id := range args {
+		if _, err := job.IDTime(id); err != nil || !job.ValidID(id) {
+			return fmt.Errorf("%q is not a job id: a job id is the 26 characters (digits and letters a-v) "+
+				"that submit prints; 'sudoku job list' lists the jobs", clipArg(id))
+		}
+	}
+	return nil
 }
 
 // printJob prints a job's status for people. The lines say where each

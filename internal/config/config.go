@@ -31,6 +31,11 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 // Config is the whole configuration of a sudoku process. Each field's
@@ -278,17 +283,17 @@ func Default() *Config {
 			Consumer:          "sudoku-workers",
 			AckWait:           10 * time.Second,
 			MaxDeliver:        5,
-			Backoff:           []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute},
+			Backoff:           worker.DefaultNakDelays(),
 			MaxAckPending:     1024,
-			BatchSize:         4096,
-			FirstBatchSize:    256,
-			MaxMessageBytes:   1 << 20,
+			BatchSize:         producer.DefaultBatchSize,
+			FirstBatchSize:    producer.DefaultFirstBatch,
+			MaxMessageBytes:   producer.DefaultMaxMessageBytes,
 			DLQStream:         "SUDOKU_DLQ",
 			PublishMaxPending: 256,
 		},
 		Worker: WorkerConfig{
-			ShutdownTimeout: 30 * time.Second,
-			MaxNodes:        1_000_000,
+			ShutdownTimeout: worker.DefaultShutdownTimeout,
+			MaxNodes:        solver.DefaultMaxNodes,
 		},
 		Log: LogConfig{
 			Level:  "info",
@@ -296,8 +301,8 @@ func Default() *Config {
 		},
 		Serve: ServeConfig{
 			Addr:           "127.0.0.1:8080",
-			MaxBodyBytes:   64 << 20,
-			RequestTimeout: 30 * time.Second,
+			MaxBodyBytes:   httpapi.DefaultMaxBodyBytes,
+			RequestTimeout: httpapi.DefaultRequestTimeout,
 		},
 		Job: JobConfig{
 			ResultTTL: 7 * 24 * time.Hour,

@@ -38,17 +38,20 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
-// Options tune a Server. The zero value works: no token, CORS off, the
-// defaults of configs/sudoku.yaml.
+// Options tune a Server. The zero value works: no token, CORS off, and
+// the defaults of configs/sudoku.yaml, which internal/config takes from
+// here (DefaultMaxBodyBytes, DefaultRequestTimeout) and from the producer
+// (producer.DefaultBatchSize ...).
 type Options struct {
 	// Token, when not empty, is the bearer token every /v1 request must
 	// carry (Authorization: Bearer TOKEN). The dashboard page, its assets,
 	// /v1/openapi.json, /metrics, /healthz and /readyz stay public.
 	Token string
-	// MaxBodyBytes bounds a request's body (default 64 MiB); larger ones
-	// get a 413.
+	// MaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes);
+	// larger ones get a 413.
 	MaxBodyBytes int64
-	// RequestTimeout bounds one request (default 30s), the upload and
+	// RequestTimeout bounds one request (default
+	// DefaultRequestTimeout), the upload and
 	// submission of a job included; the streams (job results, events) are
 	// not bounded.
 	RequestTimeout time.Duration
@@ -76,12 +79,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// The defaults of Options.MaxBodyBytes and RequestTimeout, and so of
+// serve.max_body_bytes and serve.request_timeout.
+const (
+	DefaultMaxBodyBytes   = 64 << 20
+	DefaultRequestTimeout = 30 * time.Second
+)
+
 func (o *Options) defaults() {
 	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 64 << 20
+		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 30 * time.Second
+		o.RequestTimeout = DefaultRequestTimeout
 	}
 	if o.SolveTimeout <= 0 {
 		o.SolveTimeout = 10 * time.Second
