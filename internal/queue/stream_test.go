@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,10 +48,27 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 			}
 			other := o
 			other.AckWait, other.Retention, other.Update = 5*time.Second, time.Minute, false
-			if _, err := queue.Setup(ctx, q.JS, other); err != nil {
+			oq, err := queue.Setup(ctx, q.JS, other)
+			if err != nil {
 				t.Fatal(err)
 			}
 			check(30*time.Second, time.Hour)
+			plan, err := queue.Plan(ctx, q.JS, other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, diffs := range [][]queue.Difference{oq.Differences, plan} {
+				var got []string
+				for _, d := range diffs {
+					if d.Setting == "max_age" {
+						got = append(got, d.What+" "+d.Have+" "+d.Want)
+					}
+				}
+				want := []string{"stream " + o.ResultsStream() + " 1h0m0s 1m0s", "bucket " + o.JobsBucket() + " 1h0m0s 1m0s"}
+				if !slices.Equal(got, want) {
+					t.Errorf("max_age differences %q, want %q (all: %v)", got, want, diffs)
+				}
+			}
 			other.Update = true
 			if _, err := queue.Setup(ctx, q.JS, other); err != nil {
 				t.Fatal(err)
