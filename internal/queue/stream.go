@@ -297,10 +297,16 @@ func (o Options) wanted() []wanted {
 			Storage:     storage,
 			Replicas:    o.Replicas,
 			MaxAge:      o.Retention,
-			// One message per batch: the workers publish with an expected
-			// last sequence of 0 for the subject, so the first result stays.
-			MaxMsgsPerSubject: 1,
-			AllowDirect:       true,
+			// One message per batch, never replaced: the workers publish
+			// with an expected last sequence of 0 for the subject, so the
+			// first result stays, and the stream refuses any other
+			// publish on a subject that holds one (a plain publish would
+			// replace it). Only a delete frees a subject (a worker's, of
+			// a message that does not answer its batch).
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			AllowDirect:          true,
 			Duplicates:        o.duplicates(o.Retention),
 		}},
 		{stream: jetstream.StreamConfig{

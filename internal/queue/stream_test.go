@@ -331,3 +331,40 @@ func TestSetupWithoutConsumer(t *testing.T) {
 		})
 	}
 }
+
+// TestResultsCannotBeReplaced publishes a batch's results, then another
+// message on the same subject (issue 22, finding 6: a plain publish
+// replaced the stored results): it is refused and the first stays.
+func TestResultsCannotBeReplaced(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx := context.Background()
+			q := testenv.NewQueue(t, server, queue.Options{})
+			subject := q.Opts.ResultSubject("0123456789abcdefghijklmnop", 3)
+			if _, err := q.JS.Publish(ctx, subject, []byte("first"), queue.ExpectResults()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.JS.Publish(ctx, subject, []byte("forged")); err == nil {
+				t.Error("a second publish on a results subject was accepted")
+			}
+			if _, err := q.NC.Request(subject, []byte("forged, core"), 2*time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+				t.Logf("core publish: %v", err)
+			}
+			m, err := q.Results.GetLastMsgForSubject(ctx, subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Data) != "first" {
+				t.Errorf("the subject holds %q, want the first results", m.Data)
+			}
+			// A delete frees it (a worker's, of results that do not answer
+			// the batch).
+			if err := q.Results.DeleteMsg(ctx, m.Sequence); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.JS.Publish(ctx, subject, []byte("again"), queue.ExpectResults()); err != nil {
+				t.Errorf("publish after a delete: %v", err)
+			}
+		})
+	}
+}
