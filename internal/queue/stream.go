@@ -307,7 +307,7 @@ func (o Options) wanted() []wanted {
 			Discard:              jetstream.DiscardNew,
 			DiscardNewPerSubject: true,
 			AllowDirect:          true,
-			Duplicates:        o.duplicates(o.Retention),
+			Duplicates:           o.duplicates(o.Retention),
 		}},
 		{stream: jetstream.StreamConfig{
 			Name:        o.DLQStream,
