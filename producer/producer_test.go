@@ -445,6 +445,45 @@ func TestForgedResultsAreRefusedAndReplaced(t *testing.T) {
 	})
 }
 
+// TestForgedAnswersWithTheRightDigest publishes, before any worker,
+// results with the right digest and wrong answers: batch 0 says none for
+// solvable puzzles (issue 22, finding 5: printed), batch 1 a unique
+// solution that breaks the rules (finding 7: refused by the reader but
+// kept, so the job never ended). The worker replaces both; the job ends
+// with the right results.
+func TestForgedAnswersWithTheRightDigest(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 20)
+		text := strings.Join(puzzles, "\n")
+		sub := e.submit(text, Options{BatchSize: 10})
+		none := answer(t, sub.ID, 0, strings.Join(puzzles[:10], "\n"))
+		for i := range none.Items {
+			o := &none.Items[i].Outcome
+			o.Status, o.Solution = result.StatusNone, solver.Grid{}
+		}
+		broken := answer(t, sub.ID, 1, strings.Join(puzzles[10:], "\n"))
+		broken.First, broken.Digest = 10, job.Digest{}
+		for i := range broken.Items {
+			broken.Items[i].Line += 10
+		}
+		broken.Digest = broken.ComputeDigest()
+		s := &broken.Items[3].Outcome.Solution
+		s[0], s[1] = s[1], s[0] // a row still holds 1-9; two columns do not
+		for _, b := range []*job.Batch{none, broken} {
+			if _, err := e.q.JS.PublishMsg(ctx, e.q.Opts.ResultsMsg(b), queue.ExpectResults()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.worker(worker.Options{})
+		got, rec := e.follow(sub.ID, FollowOptions{})
+		same(t, got, local(t, text, false))
+		if rec.Counts[result.StatusUnique] != 20 {
+			t.Errorf("counts %v", rec.Counts)
+		}
+	})
+}
+
 // answer builds the results batch a worker would publish for the puzzles
 // of text as batch index of job id (with their own digest).
 func answer(t *testing.T, id string, index uint64, text string) *job.Batch {

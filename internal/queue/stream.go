@@ -652,3 +652,67 @@ func IsWrongLastSequence(err error) bool {
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
+
+// PublishResults publishes m, the results message of a batch, so that its
+// subject ends holding results that answer the batch as ours do. The
+// first published stays (ExpectResults, and the stream refuses any other
+// publish on a subject that holds one); when a message is there already,
+// same decides: one that answers alike (ours, from an earlier delivery,
+// or another worker's) stays, and one that does not (published by hand,
+// forged, or broken) is deleted and m takes its place, so that no such
+// message holds a batch's subject. Each publish waits at most attempt
+// for its ack (an ack lost with a server restart is not awaited for the
+// whole of ctx); replaced reports a message deleted.
+func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Duration, same func(stored []byte) bool) (replaced bool, err error) {
+	for deletes := 0; ; {
+		pctx, cancel := context.WithTimeout(ctx, attempt)
+		_, err := q.JS.PublishMsg(pctx, m, ExpectResults())
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			continue
+		}
+		if err == nil || !IsWrongLastSequence(err) {
+			return replaced, err
+		}
+		rm, gerr := q.Results.GetLastMsgForSubject(ctx, m.Subject)
+		if errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			continue // deleted meanwhile
+		}
+		if gerr != nil {
+			return replaced, fmt.Errorf("results on %s exist but cannot be read: %w", m.Subject, gerr)
+		}
+		if same(rm.Data) {
+			return replaced, nil
+		}
+		if deletes++; deletes > maxResultsDeletes {
+			return replaced, fmt.Errorf("results on %s keep being replaced by others that do not answer the batch", m.Subject)
+		}
+		if err := q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return replaced, fmt.Errorf("delete the results on %s that do not answer the batch: %w", m.Subject, err)
+		}
+		replaced = true
+	}
+}
+
+// maxResultsDeletes bounds the messages PublishResults deletes from one
+// subject: more means someone keeps publishing there.
+const maxResultsDeletes = 8
+
+// SameResults returns PublishResults' same for ours, the results batch
+// being published: a stored message answers alike when it decodes to
+// results job.SameAnswers as ours, and every answer of it Verifies.
+func SameResults(ctx context.Context, ours *job.Batch) func(stored []byte) bool {
+	return func(stored []byte) bool {
+		got, err := job.DecodeAnyResults(stored)
+		if err != nil || !job.SameAnswers(&got, ours) {
+			return false
+		}
+		first := ours.Flags&job.FlagFirstSolution != 0
+		for i := range got.Items {
+			if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first) != nil {
+				return false
+			}
+		}
+		return true
+	}
+}

@@ -16,8 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // TestSetupLeavesSharedSettingsAlone checks that a client with other
@@ -366,5 +369,57 @@ func TestResultsCannotBeReplaced(t *testing.T) {
 				t.Errorf("publish after a delete: %v", err)
 			}
 		})
+	}
+}
+
+// TestPublishResultsReplacesWhatDoesNotAnswer publishes a batch's results
+// on a subject that already holds a message (issue 22, finding 7:
+// garbage published on a new job's results subjects before its producer
+// wrote them stalled the job): a message that does not answer the batch
+// alike is replaced; the batch's own results stay.
+func TestPublishResultsReplacesWhatDoesNotAnswer(t *testing.T) {
+	ours := &job.Batch{Job: "0123456789abcdefghijklmnop", Index: 2, First: 40}
+	g, err := solver.Parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := solver.Solve(context.Background(), &g, solver.Options{})
+	ours.Items = []job.Item{{Line: 41, Kind: job.Known, Outcome: job.FromSolve(&g, r, err)}}
+	ours.Digest = ours.ComputeDigest()
+	forged := *ours
+	forged.Items = []job.Item{{Line: 41, Kind: job.Known, Outcome: job.Outcome{Status: result.StatusNone, Puzzle: g}}}
+	for _, server := range testenv.Servers {
+		for _, tc := range []struct {
+			name     string
+			stored   []byte // nil: nothing there
+			replaced bool
+		}{
+			{"empty", nil, false},
+			{"garbage", []byte("garbage"), true},
+			{"forged none, right digest", (&queue.Options{}).ResultsMsg(&forged).Data, true},
+			{"ours already", (&queue.Options{}).ResultsMsg(ours).Data, false},
+		} {
+			t.Run(server+"/"+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				q := testenv.NewQueue(t, server, queue.Options{})
+				m := q.Opts.ResultsMsg(ours)
+				if tc.stored != nil {
+					if _, err := q.JS.Publish(ctx, m.Subject, tc.stored); err != nil {
+						t.Fatal(err)
+					}
+				}
+				replaced, err := q.PublishResults(ctx, m, 2*time.Second, queue.SameResults(ctx, ours))
+				if err != nil || replaced != tc.replaced {
+					t.Errorf("PublishResults: replaced %v, %v; want %v, nil", replaced, err, tc.replaced)
+				}
+				rm, err := q.Results.GetLastMsgForSubject(ctx, m.Subject)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(rm.Data) != string(m.Data) {
+					t.Errorf("the subject holds %q, want our results", rm.Data)
+				}
+			})
+		}
 	}
 }
