@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
@@ -616,7 +618,7 @@ func TestSolve(t *testing.T) {
 			t.Errorf("second Solve = %+v, %v; want the cached answer", again, err)
 		}
 		// A caller that looked the cache up itself: the worker solves.
-		solved, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true})
+		solved, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true, Logger: quiet})
 		if err != nil || solved.Cached || solved.Status != result.StatusUnique || solved.Solution != r.Solution {
 			t.Errorf("Solve with NoLookup = %+v, %v; want it solved again", solved, err)
 		}
@@ -624,6 +626,45 @@ func TestSolve(t *testing.T) {
 		var se *queue.ServiceError
 		if !errors.As(err, &se) || se.Code != queue.CodeInvalidPuzzle || !strings.Contains(se.Description, "r1c1") {
 			t.Errorf("Solve of a bad puzzle = %v, want code %s naming the cells", err, queue.CodeInvalidPuzzle)
+		}
+	})
+}
+
+// TestSolveRepliesAreChecked answers the solve subject with a responder
+// of its own besides the workers, saying none, or unique with a solution
+// against the rules (issue 22, finding 9: any subscriber's reply was
+// taken): Solve takes the worker's right answer every time.
+func TestSolveRepliesAreChecked(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		e.worker(worker.Options{})
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 6)
+		for i, p := range puzzles {
+			g, _ := solver.Parse(p)
+			forged := result.Result{Status: result.StatusNone, Puzzle: g.String(), Key: g.Key(), Error: result.MsgNone}
+			if i%2 == 1 {
+				r, _ := solver.Solve(context.Background(), &g, solver.Options{})
+				s := []byte(r.Solution.Digits())
+				s[0], s[1] = s[1], s[0]
+				forged = result.Result{Status: result.StatusUnique, Puzzle: g.String(), Key: g.Key(), Solution: string(s)}
+			}
+			data, _ := json.Marshal(&forged)
+			// Faster than any worker: it answers at once, from the same
+			// connection.
+			sub, err := e.q.NC.Subscribe(e.q.Opts.SolveSubject(), func(m *nats.Msg) { _ = m.Respond(data) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			r, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true, Logger: quiet})
+			cancel()
+			_ = sub.Unsubscribe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != result.StatusUnique {
+				t.Fatalf("puzzle %d: Solve took the forged reply: %+v", i, r)
+			}
+			testenv.CheckSolution(t, p, r.Solution)
 		}
 	})
 }
