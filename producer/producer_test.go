@@ -294,7 +294,7 @@ func followWaitsForPublishing(t *testing.T, poll time.Duration) {
 	var id string
 	deadline := time.Now().Add(10 * time.Second)
 	for id == "" && time.Now().Before(deadline) {
-		recs, _ := Jobs(context.Background(), e.q.Queue, 1)
+		recs, _ := Jobs(context.Background(), e.q.Queue, 1, quiet)
 		if len(recs) == 1 {
 			id = recs[0].ID
 		}
@@ -411,7 +411,7 @@ func TestJobsNewestFirst(t *testing.T) {
 		ids = append(ids, e.submit("", Options{}).ID)
 		time.Sleep(2 * time.Millisecond)
 	}
-	recs, err := Jobs(context.Background(), e.q.Queue, 2)
+	recs, err := Jobs(context.Background(), e.q.Queue, 2, quiet)
 	if err != nil || len(recs) != 2 || recs[0].ID != ids[2] || recs[1].ID != ids[1] {
 		t.Errorf("Jobs = %+v, %v; want %s, %s", recs, err, ids[2], ids[1])
 	}

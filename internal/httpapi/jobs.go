@@ -418,7 +418,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 // jobViews returns the newest jobs' views; the progress of the jobs not
 // finished is tallied from their results.
 func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
-	recs, err := producer.Jobs(ctx, s.q, limit)
+	recs, err := producer.Jobs(ctx, s.q, limit, s.opts.Logger)
 	if err != nil {
 		return nil, err
 	}
