@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
@@ -797,6 +799,45 @@ func TestBatchesCutBySize(t *testing.T) {
 	same(t, got, local(t, text, false))
 	if rec.Batches != sub.Batches || rec.Invalid != 12 {
 		t.Errorf("record %+v", rec)
+	}
+}
+
+// TestInvalidUTF8Finishes submits lines that are not valid UTF-8, and one
+// of 2,000 euro signs whose kept text a cut would split mid-character
+// (issue 22, finding 2: in a job with JSON results, which turns such
+// bytes into U+FFFD, the digest no longer matched and the job never
+// finished): each is an invalid line with valid UTF-8 text, the job
+// finishes, and the results read back are what submit reported.
+func TestInvalidUTF8Finishes(t *testing.T) {
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)
+	text := "bad \xff\xfe line\n" + puzzles[0] + "\n" + strings.Repeat("€", 2000) + "\n1\xe2\x82\n"
+	for _, jsonResults := range []bool{true, false} {
+		eachServer(t, func(t *testing.T, e *env) {
+			e.worker(worker.Options{})
+			sub := e.submit(text, Options{JSONResults: jsonResults})
+			got, rec := e.follow(sub.ID, FollowOptions{Full: true})
+			if len(got) != 4 || rec.Counts[result.StatusInvalid] != 3 || rec.Counts[result.StatusUnique] != 1 {
+				t.Fatalf("results %+v, counts %v", got, rec.Counts)
+			}
+			var read, reported []string
+			for _, r := range got {
+				if !utf8.ValidString(r.Puzzle) || !utf8.ValidString(r.Error) {
+					t.Errorf("line %d: text %q, error %q: not valid UTF-8", r.Line, r.Puzzle, r.Error)
+				}
+				if r.Status == result.StatusInvalid {
+					read = append(read, r.Puzzle)
+				}
+			}
+			for _, r := range sub.InvalidLines {
+				reported = append(reported, r.Puzzle)
+			}
+			if !slices.Equal(read, reported) {
+				t.Errorf("invalid lines read back as %q, submit reported %q", read, reported)
+			}
+			if !strings.Contains(got[0].Error, "UTF-8") {
+				t.Errorf("line 1's error does not say why: %q", got[0].Error)
+			}
+		})
 	}
 }
 
