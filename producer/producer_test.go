@@ -841,6 +841,44 @@ func TestInvalidUTF8Finishes(t *testing.T) {
 	}
 }
 
+// TestGrowthIsBounded submits a request of a megabyte of lines too short
+// to be puzzles (issue 22, finding 4: such a request of "1" lines grew
+// the results stream by 24.5 MB): with MaxGrowth the submission fails
+// before it stores more than MaxGrowth times its size (plus the slack),
+// while a request of puzzles, in the costlier JSON form, is accepted.
+func TestGrowthIsBounded(t *testing.T) {
+	e := newEnv(t, "embedded")
+	ctx := context.Background()
+	size := func() uint64 {
+		t.Helper()
+		var n uint64
+		for _, name := range []string{e.q.Opts.Stream, e.q.Opts.ResultsStream()} {
+			s, err := e.q.JS.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += s.CachedInfo().State.Bytes
+		}
+		return n
+	}
+	text := strings.Repeat("1\n", 1<<19) // 1 MiB
+	before := size()
+	_, err := e.producer(Options{JSONResults: true, MaxGrowth: DefaultMaxGrowth}).Submit(ctx, input.NewReader(strings.NewReader(text)))
+	if !errors.Is(err, ErrTooMuchGrowth) {
+		t.Errorf("a request of short lines: %v, want ErrTooMuchGrowth", err)
+	}
+	if grown, bound := size()-before, uint64(DefaultMaxGrowth*len(text)+GrowthSlack); grown > bound {
+		t.Errorf("the request of %d bytes grew the streams by %d bytes, more than %d", len(text), grown, bound)
+	}
+	// Each puzzle 30 times: well beyond the slack.
+	puzzles := strings.Repeat(strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 100), "\n")+"\n", 30)
+	for _, json := range []bool{false, true} {
+		if _, err := e.producer(Options{JSONResults: json, MaxGrowth: DefaultMaxGrowth}).Submit(ctx, input.NewReader(strings.NewReader(puzzles))); err != nil {
+			t.Errorf("a request of puzzles (JSON %v): %v", json, err)
+		}
+	}
+}
+
 func TestJSONResultsJob(t *testing.T) {
 	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 30)
 	text := strings.Join(puzzles, "\n") + "\n" + puzzles[0] + "\nnot a puzzle\n"

@@ -84,18 +84,22 @@ func NATSOptions(c config.NATSConfig, log *slog.Logger) ([]nats.Option, error) {
 // job's record and results are kept), into queue.Options.
 func QueueOptions(c config.QueueConfig, retention time.Duration) queue.Options {
 	return queue.Options{
-		Stream:        c.Stream,
-		Prefix:        c.SubjectPrefix,
-		Replicas:      c.Replicas,
-		Memory:        c.Storage == "memory",
-		MaxAge:        c.MaxAge,
-		Retention:     retention,
-		MaxMsgBytes:   int32(c.MaxMessageBytes),
-		Consumer:      c.Consumer,
-		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
-		MaxAckPending: c.MaxAckPending,
-		DLQStream:     c.DLQStream,
+		Stream:          c.Stream,
+		Prefix:          c.SubjectPrefix,
+		Replicas:        c.Replicas,
+		Memory:          c.Storage == "memory",
+		MaxAge:          c.MaxAge,
+		Retention:       retention,
+		MaxMsgBytes:     int32(c.MaxMessageBytes),
+		Consumer:        c.Consumer,
+		AckWait:         c.AckWait,
+		MaxDeliver:      c.MaxDeliver,
+		MaxAckPending:   c.MaxAckPending,
+		DLQStream:       c.DLQStream,
+		MaxBytes:        c.MaxBytes,
+		ResultsMaxBytes: c.ResultsMaxBytes,
+		DLQMaxAge:       c.DLQMaxAge,
+		DLQMaxBytes:     c.DLQMaxBytes,
 	}
 }
 

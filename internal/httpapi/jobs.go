@@ -137,11 +137,18 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 	}
 	opts.Logger = s.log
+	if opts.MaxGrowth == 0 {
+		opts.MaxGrowth = producer.DefaultMaxGrowth
+	}
 	p := producer.New(s.q, s.cache, opts)
 	sub, err := p.Submit(ctx, input.NewReader(br))
 	if err != nil {
 		e := bodyError(err)
-		if e == nil {
+		switch {
+		case e != nil:
+		case errors.Is(err, producer.ErrTooMuchGrowth):
+			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", err)
+		default:
 			e = s.dependencyError(ctx, err)
 		}
 		if errors.Is(err, producer.ErrSubmit) {

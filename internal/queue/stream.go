@@ -73,6 +73,17 @@ type Options struct {
 	MaxAckPending int
 	// DLQStream is the dead-letter stream's name (default "SUDOKU_DLQ").
 	DLQStream string
+	// MaxBytes bounds the work stream (0: no bound); full, it refuses
+	// new work.
+	MaxBytes int64
+	// ResultsMaxBytes bounds the results stream (0: no bound); full, it
+	// refuses new results rather than drop stored ones.
+	ResultsMaxBytes int64
+	// DLQMaxAge drops dead letters older than this (0: never).
+	DLQMaxAge time.Duration
+	// DLQMaxBytes bounds the dead-letter stream (0: no bound); full, its
+	// oldest dead letters go.
+	DLQMaxBytes int64
 	// Duplicates is the window in which a Nats-Msg-Id seen before is dropped
 	// (default 2 minutes).
 	Duplicates time.Duration
@@ -285,6 +296,7 @@ func (o Options) wanted() []wanted {
 			Storage:     storage,
 			Replicas:    o.Replicas,
 			MaxAge:      o.MaxAge,
+			MaxBytes:    limitBytes(o.MaxBytes),
 			MaxMsgSize:  o.MaxMsgBytes,
 			Duplicates:  o.duplicates(o.MaxAge),
 			Discard:     jetstream.DiscardNew, // a full queue refuses work rather than lose it
@@ -297,6 +309,7 @@ func (o Options) wanted() []wanted {
 			Storage:     storage,
 			Replicas:    o.Replicas,
 			MaxAge:      o.Retention,
+			MaxBytes:    limitBytes(o.ResultsMaxBytes),
 			// One message per batch, never replaced: the workers publish
 			// with an expected last sequence of 0 for the subject, so the
 			// first result stays, and the stream refuses any other
@@ -316,6 +329,10 @@ func (o Options) wanted() []wanted {
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     storage,
 			Replicas:    o.Replicas,
+			MaxAge:      o.DLQMaxAge,
+			MaxBytes:    limitBytes(o.DLQMaxBytes),
+			Duplicates:  o.duplicates(o.DLQMaxAge),
+			Discard:     jetstream.DiscardOld, // the newest dead letters matter most
 		}},
 		{bucket: &jetstream.KeyValueConfig{
 			Bucket:      o.JobsBucket(),
@@ -326,6 +343,14 @@ func (o Options) wanted() []wanted {
 			Replicas:    o.Replicas,
 		}},
 	}
+}
+
+// limitBytes is a stream's max_bytes for a bound of n bytes (0: none).
+func limitBytes(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // workConsumer is the workers' consumer as o wants it.

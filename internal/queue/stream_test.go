@@ -423,3 +423,33 @@ func TestPublishResultsReplacesWhatDoesNotAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryStreamIsBounded sets the queue up with limits (issue 22,
+// finding 4: the dead-letter stream had no max_age or max_bytes, and the
+// results stream no size limit): each stream carries them.
+func TestEveryStreamIsBounded(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx := context.Background()
+			q := testenv.NewQueue(t, server, queue.Options{Retention: time.Hour, MaxBytes: 64 << 20,
+				ResultsMaxBytes: 128 << 20, DLQMaxAge: 24 * time.Hour, DLQMaxBytes: 32 << 20})
+			for _, want := range []struct {
+				stream   string
+				maxAge   time.Duration
+				maxBytes int64
+			}{
+				{q.Opts.Stream, 0, 64 << 20},
+				{q.Opts.ResultsStream(), time.Hour, 128 << 20},
+				{q.Opts.DLQStream, 24 * time.Hour, 32 << 20},
+			} {
+				s, err := q.JS.Stream(ctx, want.stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := s.CachedInfo().Config; c.MaxAge != want.maxAge || c.MaxBytes != want.maxBytes {
+					t.Errorf("stream %s: max_age %v, max_bytes %d; want %v, %d", want.stream, c.MaxAge, c.MaxBytes, want.maxAge, want.maxBytes)
+				}
+			}
+		})
+	}
+}
