@@ -56,7 +56,7 @@ func TestVerify(t *testing.T) {
 		{"solved", solve(multiPuzzle, true), true, true},
 		{"multiple", multi, false, true},
 		{"unique, same solution, fewer givens", otherGivens, false, true},
-		{"none of a puzzle without a solution", solve(wrongGiven.Puzzle, false), false, true},
+		{"none of a puzzle without a solution", noSolution(t, unique), false, true},
 		{"unique breaking the rules", broken, false, false},
 		{"unique against a given", wrongGiven, false, false},
 		{"none of a solvable puzzle", job.Outcome{Status: result.StatusNone, Puzzle: uniquePuzzle}, false, false},
@@ -74,4 +74,57 @@ func TestVerify(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkVerify measures what a reader pays per answer it verifies: a
+// unique solution is checked, none and multiple solved again.
+func BenchmarkVerify(b *testing.B) {
+	ctx := context.Background()
+	g, err := solver.Parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := solver.Solve(ctx, &g, solver.Options{})
+	unique := job.FromSolve(&g, r, err)
+	multiPuzzle := g
+	multiPuzzle[14], multiPuzzle[16] = 0, 0
+	r, err = solver.Solve(ctx, &multiPuzzle, solver.Options{})
+	multi := job.FromSolve(&multiPuzzle, r, err)
+	none := noSolution(b, unique)
+	for _, bc := range []struct {
+		name string
+		o    job.Outcome
+	}{{"unique", unique}, {"multiple", multi}, {"none", none}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.o.Verify(ctx, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// noSolution returns the outcome of a puzzle without a solution: u's
+// puzzle with a blank filled by a digit that breaks no rule and is not
+// the solution's.
+func noSolution(t testing.TB, u job.Outcome) job.Outcome {
+	t.Helper()
+	for i, v := range u.Puzzle {
+		if v != 0 {
+			continue
+		}
+		for d := uint8(1); d <= 9; d++ {
+			g := u.Puzzle
+			if g[i] = d; d == u.Solution[i] || g.Validate() != nil {
+				continue
+			}
+			r, err := solver.Solve(context.Background(), &g, solver.Options{})
+			if o := job.FromSolve(&g, r, err); o.Status == result.StatusNone {
+				return o
+			}
+		}
+	}
+	t.Fatal("no puzzle without a solution found")
+	return job.Outcome{}
 }
