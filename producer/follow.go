@@ -512,9 +512,11 @@ func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.B
 	if b.Digest != want || b.ComputeDigest() != want {
 		return refuse("not the batch this job published (digest)")
 	}
+	// Every answer checked, and none and multiple confirmed by solving:
+	// whoever can publish on the results subjects can forge them.
 	for i := range b.Items {
 		if b.Items[i].Kind == job.Known {
-			if err := b.Items[i].Outcome.Check(); err != nil {
+			if err := b.Items[i].Outcome.Verify(ctx, f.rec.Options.FirstSolution); err != nil {
 				return refuse(fmt.Sprintf("line %d: %v", b.Items[i].Line, err))
 			}
 		}

@@ -1,8 +1,11 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,9 +47,21 @@ func StatusOf(rec job.Record) Status {
 	return s
 }
 
-// Jobs returns the records of the newest jobs, newest first.
-func Jobs(ctx context.Context, q *queue.Queue, limit int) ([]job.Record, error) {
-	return job.NewStore(q.JS, q.Jobs).List(ctx, limit)
+// Jobs returns the records of the newest jobs, newest first. Records that
+// do not decode are skipped, with one warning to log (nil:
+// slog.Default()) naming them.
+func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]job.Record, error) {
+	var bad []string
+	var first error
+	recs, err := job.NewStore(q.JS, q.Jobs).List(ctx, limit, func(id string, err error) {
+		bad = append(bad, id)
+		first = cmp.Or(first, err)
+	})
+	if len(bad) > 0 {
+		cmp.Or(log, slog.Default()).Warn("jobs: records that do not decode skipped", "bucket", q.Opts.JobsBucket(),
+			"count", len(bad), "ids", strings.Join(bad, ","), "first_err", first)
+	}
+	return recs, err
 }
 
 // Cancel cancels job id: its record says cancelled (its producer stops

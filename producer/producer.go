@@ -38,6 +38,14 @@ type Options struct {
 	// MaxMessageBytes bounds a message's size (default
 	// DefaultMaxMessageBytes); batches are cut short to fit.
 	MaxMessageBytes int
+	// MaxGrowth, when above 0, bounds what a submission may store: the
+	// results (and work) of its lines, estimated as its batches are cut,
+	// may take at most MaxGrowth times the bytes of its input, plus
+	// GrowthSlack; beyond, the submission fails (ErrTooMuchGrowth). A
+	// puzzle line's results take up to about 5 times its 82 bytes; lines
+	// too short to be puzzles ("1") take far more than themselves. Set
+	// for requests from the network (the micro service, the HTTP API).
+	MaxGrowth int
 	// Force sends every puzzle to the workers, even those already cached.
 	Force bool
 	// FirstSolution asks the workers to stop at the first solution.
@@ -123,6 +131,17 @@ const maxReported = 100
 // ErrSubmit is matched by the errors of a submission that stopped before
 // every batch was published; its job is marked failed.
 var ErrSubmit = errors.New("submission stopped")
+
+// ErrTooMuchGrowth is matched by the error of a submission whose results
+// would take more than Options.MaxGrowth times its input.
+var ErrTooMuchGrowth = errors.New("the request's results would take too much room for its size")
+
+// GrowthSlack is the room a submission may take beyond Options.MaxGrowth
+// times its input: small requests are never refused.
+const GrowthSlack = 64 << 10
+
+// DefaultMaxGrowth is the MaxGrowth of requests from the network.
+const DefaultMaxGrowth = 8
 
 // Submit reads every puzzle of in, records a job and publishes its
 // batches. Memory stays bounded whatever the input's size: one group of
@@ -264,11 +283,12 @@ type submission struct {
 	// flushAt is how many batches wait to be published before they are:
 	// 1 at first, so that the workers start at once, doubling to
 	// job.ManifestSpan, so that a large job stores few manifests.
-	flushAt int
-	size    int    // the current batch's encoded size, about
-	next    uint64 // the next batch's index
-	item    uint64 // the next item's index
-	repeats repeatWindow
+	flushAt         int
+	size            int    // the current batch's encoded size, about
+	inBytes, stored int64  // the input's bytes read, and what its items will store
+	next            uint64 // the next batch's index
+	item            uint64 // the next item's index
+	repeats         repeatWindow
 	// looking: the producer looks the puzzles of its batches up in the
 	// cache. It does from the first batch while each lookup finds some,
 	// so that a job submitted again is answered without a worker; after
@@ -387,6 +407,12 @@ func (s *submission) add(ctx context.Context, in input.Item, raw []byte) error {
 	s.batch.Items = append(s.batch.Items, it)
 	s.size += size
 	s.item++
+	s.inBytes += int64(max(len(in.Text), len(raw)) + 1)
+	s.stored += int64(size)
+	if g := int64(s.p.opts.MaxGrowth); g > 0 && s.stored > g*s.inBytes+GrowthSlack {
+		return fmt.Errorf("%w: %d lines of %d bytes in all would store about %d bytes, more than %d times that: "+
+			"lines too short to be puzzles?", ErrTooMuchGrowth, s.sub.Lines, s.inBytes, s.stored, g)
+	}
 	if len(s.batch.Items) >= s.batchSize {
 		return s.closeBatch(ctx)
 	}

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
@@ -296,7 +300,7 @@ func followWaitsForPublishing(t *testing.T, poll time.Duration) {
 	var id string
 	deadline := time.Now().Add(10 * time.Second)
 	for id == "" && time.Now().Before(deadline) {
-		recs, _ := Jobs(context.Background(), e.q.Queue, 1)
+		recs, _ := Jobs(context.Background(), e.q.Queue, 1, quiet)
 		if len(recs) == 1 {
 			id = recs[0].ID
 		}
@@ -415,7 +419,7 @@ func TestJobsNewestFirst(t *testing.T) {
 		ids = append(ids, e.submit("not a puzzle", Options{}).ID) // an empty input is refused
 		time.Sleep(2 * time.Millisecond)
 	}
-	recs, err := Jobs(context.Background(), e.q.Queue, 2)
+	recs, err := Jobs(context.Background(), e.q.Queue, 2, quiet)
 	if err != nil || len(recs) != 2 || recs[0].ID != ids[2] || recs[1].ID != ids[1] {
 		t.Errorf("Jobs = %+v, %v; want %s, %s", recs, err, ids[2], ids[1])
 	}
@@ -439,6 +443,45 @@ func TestForgedResultsAreRefusedAndReplaced(t *testing.T) {
 		forged := answer(t, sub.ID, 0, other)
 		beyond := answer(t, sub.ID, 7, other)
 		for _, b := range []*job.Batch{forged, beyond} {
+			if _, err := e.q.JS.PublishMsg(ctx, e.q.Opts.ResultsMsg(b), queue.ExpectResults()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.worker(worker.Options{})
+		got, rec := e.follow(sub.ID, FollowOptions{})
+		same(t, got, local(t, text, false))
+		if rec.Counts[result.StatusUnique] != 20 {
+			t.Errorf("counts %v", rec.Counts)
+		}
+	})
+}
+
+// TestForgedAnswersWithTheRightDigest publishes, before any worker,
+// results with the right digest and wrong answers: batch 0 says none for
+// solvable puzzles (issue 22, finding 5: printed), batch 1 a unique
+// solution that breaks the rules (finding 7: refused by the reader but
+// kept, so the job never ended). The worker replaces both; the job ends
+// with the right results.
+func TestForgedAnswersWithTheRightDigest(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 20)
+		text := strings.Join(puzzles, "\n")
+		sub := e.submit(text, Options{BatchSize: 10})
+		none := answer(t, sub.ID, 0, strings.Join(puzzles[:10], "\n"))
+		for i := range none.Items {
+			o := &none.Items[i].Outcome
+			o.Status, o.Solution = result.StatusNone, solver.Grid{}
+		}
+		broken := answer(t, sub.ID, 1, strings.Join(puzzles[10:], "\n"))
+		broken.First, broken.Digest = 10, job.Digest{}
+		for i := range broken.Items {
+			broken.Items[i].Line += 10
+		}
+		broken.Digest = broken.ComputeDigest()
+		s := &broken.Items[3].Outcome.Solution
+		s[0], s[1] = s[1], s[0] // a row still holds 1-9; two columns do not
+		for _, b := range []*job.Batch{none, broken} {
 			if _, err := e.q.JS.PublishMsg(ctx, e.q.Opts.ResultsMsg(b), queue.ExpectResults()); err != nil {
 				t.Fatal(err)
 			}
@@ -584,7 +627,7 @@ func TestSolve(t *testing.T) {
 			t.Errorf("second Solve = %+v, %v; want the cached answer", again, err)
 		}
 		// A caller that looked the cache up itself: the worker solves.
-		solved, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true})
+		solved, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true, Logger: quiet})
 		if err != nil || solved.Cached || solved.Status != result.StatusUnique || solved.Solution != r.Solution {
 			t.Errorf("Solve with NoLookup = %+v, %v; want it solved again", solved, err)
 		}
@@ -592,6 +635,45 @@ func TestSolve(t *testing.T) {
 		var se *queue.ServiceError
 		if !errors.As(err, &se) || se.Code != queue.CodeInvalidPuzzle || !strings.Contains(se.Description, "r1c1") {
 			t.Errorf("Solve of a bad puzzle = %v, want code %s naming the cells", err, queue.CodeInvalidPuzzle)
+		}
+	})
+}
+
+// TestSolveRepliesAreChecked answers the solve subject with a responder
+// of its own besides the workers, saying none, or unique with a solution
+// against the rules (issue 22, finding 9: any subscriber's reply was
+// taken): Solve takes the worker's right answer every time.
+func TestSolveRepliesAreChecked(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		e.worker(worker.Options{})
+		puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 6)
+		for i, p := range puzzles {
+			g, _ := solver.Parse(p)
+			forged := result.Result{Status: result.StatusNone, Puzzle: g.String(), Key: g.Key(), Error: result.MsgNone}
+			if i%2 == 1 {
+				r, _ := solver.Solve(context.Background(), &g, solver.Options{})
+				s := []byte(r.Solution.Digits())
+				s[0], s[1] = s[1], s[0]
+				forged = result.Result{Status: result.StatusUnique, Puzzle: g.String(), Key: g.Key(), Solution: string(s)}
+			}
+			data, _ := json.Marshal(&forged)
+			// Faster than any worker: it answers at once, from the same
+			// connection.
+			sub, err := e.q.NC.Subscribe(e.q.Opts.SolveSubject(), func(m *nats.Msg) { _ = m.Respond(data) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			r, err := Solve(ctx, e.q.NC, e.q.Opts, p, SolveOptions{NoLookup: true, Logger: quiet})
+			cancel()
+			_ = sub.Unsubscribe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != result.StatusUnique {
+				t.Fatalf("puzzle %d: Solve took the forged reply: %+v", i, r)
+			}
+			testenv.CheckSolution(t, p, r.Solution)
 		}
 	})
 }
@@ -735,6 +817,83 @@ func TestBatchesCutBySize(t *testing.T) {
 	same(t, got, local(t, text, false))
 	if rec.Batches != sub.Batches || rec.Invalid != 12 {
 		t.Errorf("record %+v", rec)
+	}
+}
+
+// TestInvalidUTF8Finishes submits lines that are not valid UTF-8, and one
+// of 2,000 euro signs whose kept text a cut would split mid-character
+// (issue 22, finding 2: in a job with JSON results, which turns such
+// bytes into U+FFFD, the digest no longer matched and the job never
+// finished): each is an invalid line with valid UTF-8 text, the job
+// finishes, and the results read back are what submit reported.
+func TestInvalidUTF8Finishes(t *testing.T) {
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_100.txt", 1)
+	text := "bad \xff\xfe line\n" + puzzles[0] + "\n" + strings.Repeat("€", 2000) + "\n1\xe2\x82\n"
+	for _, jsonResults := range []bool{true, false} {
+		eachServer(t, func(t *testing.T, e *env) {
+			e.worker(worker.Options{})
+			sub := e.submit(text, Options{JSONResults: jsonResults})
+			got, rec := e.follow(sub.ID, FollowOptions{Full: true})
+			if len(got) != 4 || rec.Counts[result.StatusInvalid] != 3 || rec.Counts[result.StatusUnique] != 1 {
+				t.Fatalf("results %+v, counts %v", got, rec.Counts)
+			}
+			var read, reported []string
+			for _, r := range got {
+				if !utf8.ValidString(r.Puzzle) || !utf8.ValidString(r.Error) {
+					t.Errorf("line %d: text %q, error %q: not valid UTF-8", r.Line, r.Puzzle, r.Error)
+				}
+				if r.Status == result.StatusInvalid {
+					read = append(read, r.Puzzle)
+				}
+			}
+			for _, r := range sub.InvalidLines {
+				reported = append(reported, r.Puzzle)
+			}
+			if !slices.Equal(read, reported) {
+				t.Errorf("invalid lines read back as %q, submit reported %q", read, reported)
+			}
+			if !strings.Contains(got[0].Error, "UTF-8") {
+				t.Errorf("line 1's error does not say why: %q", got[0].Error)
+			}
+		})
+	}
+}
+
+// TestGrowthIsBounded submits a request of a megabyte of lines too short
+// to be puzzles (issue 22, finding 4: such a request of "1" lines grew
+// the results stream by 24.5 MB): with MaxGrowth the submission fails
+// before it stores more than MaxGrowth times its size (plus the slack),
+// while a request of puzzles, in the costlier JSON form, is accepted.
+func TestGrowthIsBounded(t *testing.T) {
+	e := newEnv(t, "embedded")
+	ctx := context.Background()
+	size := func() uint64 {
+		t.Helper()
+		var n uint64
+		for _, name := range []string{e.q.Opts.Stream, e.q.Opts.ResultsStream()} {
+			s, err := e.q.JS.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += s.CachedInfo().State.Bytes
+		}
+		return n
+	}
+	text := strings.Repeat("1\n", 1<<19) // 1 MiB
+	before := size()
+	_, err := e.producer(Options{JSONResults: true, MaxGrowth: DefaultMaxGrowth}).Submit(ctx, input.NewReader(strings.NewReader(text)))
+	if !errors.Is(err, ErrTooMuchGrowth) {
+		t.Errorf("a request of short lines: %v, want ErrTooMuchGrowth", err)
+	}
+	if grown, bound := size()-before, uint64(DefaultMaxGrowth*len(text)+GrowthSlack); grown > bound {
+		t.Errorf("the request of %d bytes grew the streams by %d bytes, more than %d", len(text), grown, bound)
+	}
+	// Each puzzle 30 times: well beyond the slack.
+	puzzles := strings.Repeat(strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 100), "\n")+"\n", 30)
+	for _, json := range []bool{false, true} {
+		if _, err := e.producer(Options{JSONResults: json, MaxGrowth: DefaultMaxGrowth}).Submit(ctx, input.NewReader(strings.NewReader(puzzles))); err != nil {
+			t.Errorf("a request of puzzles (JSON %v): %v", json, err)
+		}
 	}
 }
 

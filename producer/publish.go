@@ -89,7 +89,7 @@ func (pb *publisher) settle(ctx context.Context, f inflight) error {
 		return nil
 	case err := <-f.future.Err():
 		if f.results && queue.IsWrongLastSequence(err) {
-			return nil
+			return pb.resultsThere(ctx, f)
 		}
 		return pb.publishSync(ctx, f)
 	case <-ctx.Done():
@@ -107,7 +107,10 @@ func (pb *publisher) publishSync(ctx context.Context, f inflight) error {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err = pb.p.q.JS.PublishMsg(pctx, f.msg, pb.opts(f)...)
 		cancel()
-		if err == nil || ctx.Err() != nil || (f.results && queue.IsWrongLastSequence(err)) {
+		if f.results && queue.IsWrongLastSequence(err) {
+			return pb.resultsThere(ctx, f)
+		}
+		if err == nil || ctx.Err() != nil {
 			err = nil
 			break
 		}
@@ -126,6 +129,26 @@ func (pb *publisher) publishSync(ctx context.Context, f inflight) error {
 			return fmt.Errorf("NATS refused a batch of %d bytes as too large (queue.max_message_bytes must stay "+
 				"below the server's max_payload and the stream's limit): %w", len(f.msg.Data), err)
 		}
+		return fmt.Errorf("publish to %s: %w", f.msg.Subject, err)
+	}
+	return nil
+}
+
+// resultsThere handles a results message whose subject held one already
+// (queue.PublishResults): one that answers the batch alike stays (ours,
+// published before a lost ack), one that does not (published there
+// before the job wrote it, by hand or forged) is replaced by ours.
+func (pb *publisher) resultsThere(ctx context.Context, f inflight) error {
+	ours, err := job.DecodeAnyResults(f.msg.Data)
+	if err != nil {
+		return fmt.Errorf("publish to %s: %w", f.msg.Subject, err)
+	}
+	replaced, err := pb.p.q.PublishResults(ctx, f.msg, 10*time.Second, queue.SameResults(ctx, &ours))
+	if replaced {
+		pb.p.opts.Logger.Warn("producer: a results subject held a message that does not answer its batch; replaced it",
+			"subject", f.msg.Subject)
+	}
+	if err != nil {
 		return fmt.Errorf("publish to %s: %w", f.msg.Subject, err)
 	}
 	return nil

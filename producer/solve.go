@@ -1,15 +1,20 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
+	"log/slog"
+
 	"github.com/nats-io/nats.go"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // ErrNoAnswer is matched by the error of Solve when no worker answered
@@ -23,6 +28,9 @@ type SolveOptions struct {
 	// NoLookup says the caller looked the puzzle up in the cache and
 	// missed: the worker goes straight to solving (queue.HdrNoLookup).
 	NoLookup bool
+	// Logger receives a warning for each wrong reply (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // Solve asks the workers' solve endpoint (the micro service's, on
@@ -31,34 +39,107 @@ type SolveOptions struct {
 // the cache (unless opts.NoLookup) or solves it, and caches what it
 // solved.
 //
+// Every reply is checked as a results message is (job.Outcome.Verify:
+// the solution against the rules and the givens, none and multiple
+// confirmed by solving), for any subscriber of the subject can answer: a
+// reply that fails is logged and skipped, and Solve waits for another
+// until ctx ends.
+//
 // Its errors: ErrNoAnswer (wrapping the cause) when no worker answers
-// before ctx ends; a *queue.ServiceError when the worker refused the
-// request (queue.CodeInvalidPuzzle for a puzzle that does not parse: its
-// Description says what and where); a wrapped NATS error otherwise. It is
-// safe for concurrent use.
+// (rightly) before ctx ends; a *queue.ServiceError when the worker
+// refused the request (queue.CodeInvalidPuzzle for a puzzle that does not
+// parse: its Description says what and where); a wrapped NATS error
+// otherwise. It is safe for concurrent use.
 func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, opts SolveOptions) (result.Result, error) {
 	data, err := json.Marshal(queue.SolveRequest{Puzzle: puzzle, First: opts.First})
 	if err != nil {
 		return result.Result{}, err
+	}
+	// The puzzle as the workers will read it: a reply is checked against
+	// it, not against the puzzle the reply names. One that does not parse
+	// is the workers' to refuse, with their message.
+	g, perr := solver.Parse(puzzle)
+	if perr == nil {
+		perr = g.Validate()
 	}
 	req := nats.NewMsg(q.SolveSubject())
 	req.Data = data
 	if opts.NoLookup {
 		req.Header.Set(queue.HdrNoLookup, "1")
 	}
-	m, err := nc.RequestMsgWithContext(ctx, req)
+	req.Reply = nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(req.Reply)
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, nats.ErrNoResponders) {
-			return result.Result{}, fmt.Errorf("%w: %w", ErrNoAnswer, err)
-		}
 		return result.Result{}, fmt.Errorf("solve request: %w", err)
 	}
-	if se := queue.ServiceErrorOf(m); se != nil {
-		return result.Result{}, se
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishMsg(req); err != nil {
+		return result.Result{}, fmt.Errorf("solve request: %w", err)
 	}
-	var r result.Result
-	if err := json.Unmarshal(m.Data, &r); err != nil || !r.Status.Valid() {
-		return result.Result{}, fmt.Errorf("solve request: a worker answered %q", m.Data)
+	var wrong error
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if wrong != nil {
+				err = fmt.Errorf("%w (and a reply was wrong: %w)", err, wrong)
+			}
+			if ctx.Err() != nil || errors.Is(err, nats.ErrNoResponders) {
+				return result.Result{}, fmt.Errorf("%w: %w", ErrNoAnswer, err)
+			}
+			return result.Result{}, fmt.Errorf("solve request: %w", err)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			return result.Result{}, fmt.Errorf("%w: %w", ErrNoAnswer, nats.ErrNoResponders)
+		}
+		if se := queue.ServiceErrorOf(m); se != nil {
+			if perr == nil && se.Code == queue.CodeInvalidPuzzle {
+				wrong = fmt.Errorf("a reply called the puzzle invalid: %w", se)
+				continue
+			}
+			return result.Result{}, se
+		}
+		var r result.Result
+		if err := json.Unmarshal(m.Data, &r); err != nil || !r.Status.Valid() {
+			wrong = fmt.Errorf("a reply is not a result: %q", clipReply(m.Data))
+			continue
+		}
+		if perr == nil {
+			if err := verifyReply(ctx, &g, &r, opts.First); err != nil {
+				wrong = err
+				cmp.Or(opts.Logger, slog.Default()).Warn("producer: a solve reply is wrong; waiting for another", "subject", q.SolveSubject(), "err", err)
+				continue
+			}
+		}
+		return r, nil
 	}
-	return r, nil
+}
+
+// verifyReply checks a solve reply r for puzzle g in the request's mode:
+// its puzzle is g, and its answer Verifies.
+func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool) error {
+	if r.Status == result.StatusInvalid {
+		return fmt.Errorf("a reply called a valid puzzle invalid: %s", r.Error)
+	}
+	o, err := job.FromResult(r)
+	if err != nil {
+		return fmt.Errorf("a reply does not decode: %w", err)
+	}
+	if o.Puzzle != *g {
+		return errors.New("a reply answers another puzzle")
+	}
+	if r.Status != result.StatusGaveUp && !o.Answers(first) {
+		return fmt.Errorf("a reply says %s, which does not answer the request", r.Status)
+	}
+	if err := o.Verify(ctx, first); err != nil {
+		return fmt.Errorf("a reply is wrong: %w", err)
+	}
+	return nil
+}
+
+// clipReply cuts a reply for an error message.
+func clipReply(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
 }

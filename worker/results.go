@@ -8,9 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
@@ -66,7 +63,10 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 }
 
 // stored reports whether b's results are in the results stream already,
-// as the results of this very batch, and returns their counts.
+// as the results of this very batch, each answer verified (job.Outcome's
+// Verify), and returns their counts: results with the right digest and a
+// wrong answer (forged) are not, and are replaced once the batch is
+// answered.
 func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Counts, bool) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -75,8 +75,18 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Co
 		return nil, false
 	}
 	got, err := job.DecodeAnyResults(rm.Data)
-	if err != nil || got.Digest != d {
+	if err != nil || got.Digest != d || got.Job != b.Job || got.Index != b.Index || len(got.Items) != len(b.Items) {
 		return nil, false
+	}
+	got.Flags = got.Flags&^job.FlagFirstSolution | b.Flags&job.FlagFirstSolution
+	if got.ComputeDigest() != d {
+		return nil, false
+	}
+	first := b.Flags&job.FlagFirstSolution != 0
+	for i := range got.Items {
+		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first) != nil {
+			return nil, false
+		}
 	}
 	return job.CountItems(got.Items), true
 }
@@ -122,52 +132,27 @@ func (w *Worker) finished(finished bool, id string) {
 	}
 }
 
-// publishResults publishes b, every item answered, to the results stream.
-// The subject holds one message: the first published stays (expected last
-// subject sequence 0). When one is there already it is ours from an
-// earlier delivery (same digest: done), or one that does not answer this
-// batch (published by hand, or by a bug): it is deleted and ours takes its
-// place.
+// publishResults publishes b, every item answered, to the results stream
+// (queue.PublishResults): a message already on its subject stays when it
+// answers the batch as b does (ours from an earlier delivery, or another
+// worker's), and is replaced when it does not (published by hand or
+// forged, even with the right digest, or broken), so that the job ends
+// with the right results.
 func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest, sc *scratch) error {
 	b.Digest = d
 	m := w.q.Opts.ResultsMsgIn(b, sc.body) // the client copies it as it publishes
 	sc.body = m.Data
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
-	for replaced := false; ; {
-		// A short wait for each attempt: an ack lost with the
-		// connection (a server restarted) is not awaited for the whole
-		// apiTimeout; published again, the results are either stored
-		// now or found stored below.
-		pctx, cancel := context.WithTimeout(ctx, publishAttempt)
-		_, err := w.q.JS.PublishMsg(pctx, m, queue.ExpectResults())
-		cancel()
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			continue
-		}
-		if err == nil || !queue.IsWrongLastSequence(err) {
-			if err != nil {
-				return fmt.Errorf("worker: publish the results of batch %d of job %s: %w", b.Index, b.Job, err)
-			}
-			return nil
-		}
-		rm, gerr := w.q.Results.GetLastMsgForSubject(ctx, m.Subject)
-		if gerr != nil {
-			return fmt.Errorf("worker: results of batch %d of job %s exist but cannot be read: %w", b.Index, b.Job, gerr)
-		}
-		if got, derr := job.DecodeAnyResults(rm.Data); derr == nil && got.Digest == d {
-			return nil
-		}
-		if replaced {
-			return fmt.Errorf("worker: results of batch %d of job %s keep being replaced", b.Index, b.Job)
-		}
-		replaced = true
-		w.log.Warn("worker: the results subject of a batch held a message that does not answer it; replacing it",
-			"job", b.Job, "batch", b.Index, "seq", rm.Sequence)
-		if err := w.q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return fmt.Errorf("worker: delete the bad results of batch %d of job %s: %w", b.Index, b.Job, err)
-		}
+	replaced, err := w.q.PublishResults(ctx, m, publishAttempt, queue.SameResults(ctx, b))
+	if replaced {
+		w.log.Warn("worker: the results subject of a batch held a message that does not answer it; replaced it",
+			"job", b.Job, "batch", b.Index)
 	}
+	if err != nil {
+		return fmt.Errorf("worker: publish the results of batch %d of job %s: %w", b.Index, b.Job, err)
+	}
+	return nil
 }
 
 // apiTimeout bounds each JetStream request of a worker: a stream that is

@@ -516,3 +516,76 @@ func TestIdleHandlersShareABatch(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedMaxDeliveriesAdvisory publishes work, then advisories as
+// anyone allowed on $JS.EVENT.> could (issue 22, finding 10: forged
+// advisories moved a running job's pending work to the dead letters):
+// one for work not delivered yet, one naming no consumer, and one with
+// fewer deliveries than the consumer allows are ignored; the advisory of
+// a message really delivered MaxDeliver times without an ack moves it.
+func TestForgedMaxDeliveriesAdvisory(t *testing.T) {
+	eachServer(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		o := e.q.Opts
+		durable := o.Consumer + "-bulk"
+		w := e.worker(Options{NakDelays: []time.Duration{10 * time.Millisecond}})
+		w.q.Opts.AckWait = 100 * time.Millisecond // the grace's ack waits
+		c, err := e.q.JS.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{Durable: durable,
+			FilterSubject: o.WorkFilter(), AckPolicy: jetstream.AckExplicitPolicy, AckWait: 100 * time.Millisecond, MaxDeliver: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for i := range 2 {
+			ack, err := e.q.JS.Publish(ctx, o.WorkSubject("0123456789abcdefghijklmno"+fmt.Sprint(i)), []byte("work"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, ack.Sequence)
+		}
+		advisory := func(consumer string, seq, deliveries uint64) []byte {
+			data, _ := json.Marshal(maxDeliveriesAdvisory{Stream: o.Stream, Consumer: consumer, StreamSeq: seq, Deliveries: deliveries})
+			return data
+		}
+		for _, tc := range []struct {
+			name string
+			data []byte
+		}{
+			{"not delivered yet", advisory(durable, seqs[0], 2)},
+			{"no such consumer", advisory("nobody", seqs[0], 2)},
+		} {
+			if w.maxDelivered(tc.data) {
+				t.Errorf("%s: the advisory moved the message", tc.name)
+			}
+		}
+		// Deliver the first message twice, never acked: the server gives
+		// it up.
+		for delivered := 0; delivered < 2; {
+			batch, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range batch.Messages() {
+				if md, _ := m.Metadata(); md.Sequence.Stream == seqs[0] {
+					delivered++
+				}
+			}
+		}
+		if w.maxDelivered(advisory(durable, seqs[0], 1)) {
+			t.Error("an advisory with fewer deliveries than the consumer allows moved the message")
+		}
+		if !w.maxDelivered(advisory(durable, seqs[0], 2)) {
+			t.Error("the advisory of a message given up did not move it")
+		}
+		s, err := e.q.JS.Stream(ctx, o.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetMsg(ctx, seqs[1]); err != nil {
+			t.Errorf("the second message, never delivered: %v", err)
+		}
+		if dls := e.deadLetters(); len(dls) != 1 || dls[0].Reason != queue.ReasonMaxDeliver {
+			t.Errorf("dead letters %+v, want the given-up message", dls)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -96,18 +97,22 @@ func natsOptions(c config.NATSConfig, log *slog.Logger, ref *roles.Refusals) ([]
 // job's record and results are kept), into queue.Options.
 func QueueOptions(c config.QueueConfig, retention time.Duration) queue.Options {
 	return queue.Options{
-		Stream:        c.Stream,
-		Prefix:        c.SubjectPrefix,
-		Replicas:      c.Replicas,
-		Memory:        c.Storage == "memory",
-		MaxAge:        c.MaxAge,
-		Retention:     retention,
-		MaxMsgBytes:   int32(c.MaxMessageBytes),
-		Consumer:      c.Consumer,
-		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
-		MaxAckPending: c.MaxAckPending,
-		DLQStream:     c.DLQStream,
+		Stream:          c.Stream,
+		Prefix:          c.SubjectPrefix,
+		Replicas:        c.Replicas,
+		Memory:          c.Storage == "memory",
+		MaxAge:          c.MaxAge,
+		Retention:       retention,
+		MaxMsgBytes:     int32(c.MaxMessageBytes),
+		Consumer:        c.Consumer,
+		AckWait:         c.AckWait,
+		MaxDeliver:      c.MaxDeliver,
+		MaxAckPending:   c.MaxAckPending,
+		DLQStream:       c.DLQStream,
+		MaxBytes:        c.MaxBytes,
+		ResultsMaxBytes: c.ResultsMaxBytes,
+		DLQMaxAge:       c.DLQMaxAge,
+		DLQMaxBytes:     c.DLQMaxBytes,
 	}
 }
 
@@ -172,10 +177,19 @@ type OpenOptions struct {
 	// AllowMemoryCache uses an in-process cache when Redis cannot be
 	// reached at start-up (and cache.memory_fallback is on).
 	AllowMemoryCache bool
-	// UpdateQueue brings the streams, bucket and consumer that exist to
-	// the configuration (queue.Options.Update): for workers, which own
-	// them. Other commands use them as they are.
-	UpdateQueue bool
+	// Worker is set by workers: they refuse to start on streams or a
+	// bucket whose settings differ from the configuration
+	// (*queue.DifferencesError), which they never change. Other
+	// commands, and an embedded server, use them as they are, logging
+	// each difference.
+	Worker bool
+	// ApplyQueue brings the streams, bucket and consumer that exist to
+	// the configuration (queue.Options.Update): 'sudoku setup --apply'
+	// only.
+	ApplyQueue bool
+	// NoSetup connects to NATS and JetStream and leaves the queue alone
+	// (Conn.Queue nil): 'sudoku setup' compares it first.
+	NoSetup bool
 	// NoConsumer leaves the workers' consumer out of the set-up
 	// (queue.Options.NoConsumer): for commands that only submit work or
 	// read jobs and dead letters.
@@ -280,12 +294,39 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 	if c.JS, err = jetstream.New(c.NC, jetstream.WithPublishAsyncMaxPending(cfg.Queue.PublishMaxPending)); err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
+	if oo.NoSetup {
+		return nil
+	}
 	qo := QueueOptions(cfg.Queue, cfg.Job.ResultTTL)
-	qo.Update = oo.UpdateQueue || c.Embedded != nil
+	qo.Update = oo.ApplyQueue
 	qo.NoConsumer = oo.NoConsumer
+	if oo.Worker {
+		// Compared before anything is created: a worker whose settings
+		// differ must not create its consumer either.
+		pctx, cancel := context.WithTimeout(ctx, setupAttemptTimeout)
+		diffs, err := queue.Plan(pctx, c.JS, qo)
+		cancel()
+		if err == nil {
+			diffs = slices.DeleteFunc(diffs, func(d queue.Difference) bool { return d.Setting == "exists" })
+			if len(diffs) > 0 {
+				return &queue.DifferencesError{Differences: diffs}
+			}
+		}
+		// An error here (a cluster electing its leader) is met again,
+		// and waited out, by setupQueue.
+	}
 	c.Queue, err = setupQueue(ctx, c.JS, qo, c.Refusals, log)
 	if err != nil {
 		return jetStreamError(cfg.NATS.URL, c.Refusals.Explain(err))
+	}
+	if d := c.Queue.Differences; len(d) > 0 && !oo.ApplyQueue {
+		if oo.Worker {
+			return &queue.DifferencesError{Differences: d}
+		}
+		for _, d := range d {
+			log.Warn("the queue's settings differ from this process's; using them as they are ('sudoku setup' shows them all)",
+				"difference", d.String())
+		}
 	}
 	return nil
 }

@@ -152,7 +152,29 @@ func (g *Guard) Lookup(ctx context.Context, keys []job.Key) ([]*job.Outcome, boo
 		return nil, false
 	}
 	g.ok(&g.read, "lookups")
+	g.verify(ctx, keys, out)
 	return out, true
+}
+
+// verify turns each hit that is not its key's right answer into a miss,
+// with a warning: whoever can write the cache can store a well-formed
+// value that lies (none, multiple, or a unique solution against the
+// rules, under a solvable puzzle's key). A solution is checked and none
+// and multiple confirmed by solving (job.Outcome.Verify; the solver is
+// fast, and the answer is then solved again and stored over the bad one).
+// A value stored under another puzzle's key is a miss already (the
+// cache's Get compares the keys).
+func (g *Guard) verify(ctx context.Context, keys []job.Key, out []*job.Outcome) {
+	for i, o := range out {
+		if o == nil {
+			continue
+		}
+		if err := o.Verify(ctx, true); err != nil {
+			out[i] = nil
+			g.opts.Logger.Warn("cache: a value is not its puzzle's answer; ignored", "cache", g.opts.Name,
+				"key", keys[i].String(), "status", o.Status, "err", err)
+		}
+	}
 }
 
 // Put stores entries, or drops them when there is no cache, while it is

@@ -378,3 +378,46 @@ func TestLookupBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPoisonedValueIsAMiss stores well-formed values that lie under a
+// solvable puzzle's key (issue 22, finding 8: get, the HTTP API, the
+// micro service and submit --wait served them): none, multiple, and a
+// unique solution against the rules. Every lookup through a Guard finds a
+// miss; the right value is a hit.
+func TestPoisonedValueIsAMiss(t *testing.T) {
+	ctx := context.Background()
+	k, right := solved(t, p1, solver.Options{})
+	none := job.Outcome{Status: result.StatusNone, Puzzle: right.Puzzle}
+	multiple := right
+	multiple.Status = result.StatusMultiple
+	broken := right
+	broken.Solution[0], broken.Solution[1] = broken.Solution[1], broken.Solution[0]
+	for name, tc := range caches(t) {
+		for _, bad := range []struct {
+			name string
+			o    job.Outcome
+		}{{"none", none}, {"multiple", multiple}, {"unique against the rules", broken}} {
+			t.Run(name+"/"+bad.name, func(t *testing.T) {
+				if tc.rdb != nil {
+					// As anyone who can write Redis would: the value alone.
+					v := job.AppendCacheValue(nil, &bad.o)
+					if err := tc.rdb.Set(ctx, tc.c.(*Redis).Key(k), v, time.Minute).Err(); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := tc.c.Put(ctx, []Entry{{Key: k, Outcome: &bad.o}}); err != nil {
+					t.Fatal(err)
+				}
+				g := NewGuard(tc.c, GuardOptions{Logger: slog.New(slog.DiscardHandler)})
+				if got := g.Get(ctx, []job.Key{k}); got != nil && got[0] != nil {
+					t.Errorf("a value saying %s was served: %+v", bad.o.Status, got[0])
+				}
+				if err := tc.c.Put(ctx, []Entry{{Key: k, Outcome: &right}}); err != nil {
+					t.Fatal(err)
+				}
+				if got := g.Get(ctx, []job.Key{k}); got == nil || got[0] == nil || got[0].Status != result.StatusUnique {
+					t.Errorf("the right value: %+v", got)
+				}
+			})
+		}
+	}
+}

@@ -79,12 +79,12 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 		Short: "List the newest jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			_, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			recs, err := producer.Jobs(cmd.Context(), conn.Queue, limit)
+			recs, err := producer.Jobs(cmd.Context(), conn.Queue, limit, log)
 			if err != nil {
 				return err
 			}

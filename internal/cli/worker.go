@@ -44,7 +44,7 @@ within worker.shutdown_timeout (what is left is redelivered to others),
 closes its connections and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, conn, err := openConn(cmd, app.OpenOptions{UpdateQueue: true, Drain: true})
+			cfg, log, conn, err := openConn(cmd, app.OpenOptions{Worker: true, Drain: true})
 			if err != nil {
 				return err
 			}

@@ -158,6 +158,14 @@ type QueueConfig struct {
 	Storage string `mapstructure:"storage"`
 	// MaxAge discards messages older than this; 0 keeps them until acked.
 	MaxAge time.Duration `mapstructure:"max_age"`
+	// MaxBytes bounds the work stream's size; when full it refuses new
+	// work (a submit fails) rather than lose any. 0: no bound.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// ResultsMaxBytes bounds the results stream's size; when full it
+	// refuses new results (their batches are retried, then
+	// dead-lettered) rather than drop stored ones. Their age is bounded
+	// by job.result_ttl. 0: no bound.
+	ResultsMaxBytes int64 `mapstructure:"results_max_bytes"`
 	// Consumer is the durable pull consumer all workers share.
 	Consumer string `mapstructure:"consumer"`
 	// AckWait is how long a delivered message may stay unacknowledged
@@ -184,6 +192,12 @@ type QueueConfig struct {
 	// DLQStream is the stream that keeps messages that could not be
 	// processed, for inspection.
 	DLQStream string `mapstructure:"dlq_stream"`
+	// DLQMaxAge drops dead letters older than this; 0 keeps them until
+	// replayed.
+	DLQMaxAge time.Duration `mapstructure:"dlq_max_age"`
+	// DLQMaxBytes bounds the dead-letter stream's size; when full, the
+	// oldest dead letters go first. 0: no bound.
+	DLQMaxBytes int64 `mapstructure:"dlq_max_bytes"`
 	// PublishMaxPending bounds the asynchronous publishes in flight.
 	PublishMaxPending int `mapstructure:"publish_max_pending"`
 }
@@ -289,6 +303,10 @@ func Default() *Config {
 			FirstBatchSize:    producer.DefaultFirstBatch,
 			MaxMessageBytes:   producer.DefaultMaxMessageBytes,
 			DLQStream:         "SUDOKU_DLQ",
+			MaxBytes:          1 << 30,
+			ResultsMaxBytes:   4 << 30,
+			DLQMaxAge:         7 * 24 * time.Hour,
+			DLQMaxBytes:       1 << 30,
 			PublishMaxPending: 256,
 		},
 		Worker: WorkerConfig{

@@ -152,6 +152,13 @@ func (c Config) problems() []error {
 		p.add("queue.storage", q.Storage, `must be "file" or "memory"`)
 	}
 	p.nonNegative("queue.max_age", q.MaxAge)
+	p.nonNegative("queue.dlq_max_age", q.DLQMaxAge)
+	for key, v := range map[string]int64{"queue.max_bytes": q.MaxBytes, "queue.results_max_bytes": q.ResultsMaxBytes,
+		"queue.dlq_max_bytes": q.DLQMaxBytes} {
+		if v < 0 {
+			p.add(key, v, "must be 0 (no bound) or more")
+		}
+	}
 	p.positive("queue.ack_wait", q.AckWait)
 	p.atLeast("queue.max_deliver", q.MaxDeliver, 1)
 	for _, d := range q.Backoff {

@@ -1342,3 +1342,20 @@ func TestHotCache(t *testing.T) {
 		t.Errorf("a disabled cache hit")
 	}
 }
+
+// TestJobsListSkipsABrokenRecord stores a value that is not a record
+// under a job id (issue 22, finding 3: GET /v1/jobs answered 503): the
+// list answers 200 with the other jobs.
+func TestJobsListSkipsABrokenRecord(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.submit("text/plain", strings.Join(jobLines(t, 3), "\n"), "")
+	if _, err := e.q.Jobs.Put(context.Background(), "vvvvvvvvvvvvvvvvvvvvvvvvvv", []byte("not a record")); err != nil {
+		t.Fatal(err)
+	}
+	res, data := e.get("/v1/jobs")
+	var list JobList
+	decode(t, data, &list)
+	if res.StatusCode != 200 || len(list.Jobs) != 1 || list.Jobs[0].ID != s.ID {
+		t.Errorf("GET /v1/jobs: %d %s", res.StatusCode, data)
+	}
+}

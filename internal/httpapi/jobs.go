@@ -141,14 +141,20 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 	}
 	opts.Logger = s.log
+	if opts.MaxGrowth == 0 {
+		opts.MaxGrowth = producer.DefaultMaxGrowth
+	}
 	p := producer.New(s.q, s.cache, opts)
 	sub, err := p.Submit(ctx, input.NewReader(br))
 	if err != nil {
 		e := bodyError(err)
-		if e == nil && errors.Is(err, input.ErrEmpty) {
+		switch {
+		case e != nil:
+		case errors.Is(err, input.ErrEmpty):
 			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", input.ErrEmpty)
-		}
-		if e == nil {
+		case errors.Is(err, producer.ErrTooMuchGrowth):
+			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", err)
+		default:
 			e = s.dependencyError(ctx, err)
 		}
 		if errors.Is(err, producer.ErrSubmit) {
@@ -444,7 +450,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // jobViews returns the newest jobs' views, from their records alone.
 func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
-	recs, err := producer.Jobs(ctx, s.q, limit)
+	recs, err := producer.Jobs(ctx, s.q, limit, s.opts.Logger)
 	if err != nil {
 		return nil, err
 	}

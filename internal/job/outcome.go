@@ -2,6 +2,7 @@ package job
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -458,3 +459,66 @@ func (d *decoder) outcome() Outcome {
 
 // maxErrorLen bounds an error text in the compact form.
 const maxErrorLen = 4096
+
+// Verify is Check, and for the answers a solution cannot prove, a solve
+// of the puzzle that must agree: none must find no solution, multiple
+// two (its solution checked too). The solver is fast (microseconds for
+// most puzzles), so a reader can afford it for every such answer from a
+// source it does not trust (a results message, the cache, a solve
+// reply). A search that runs out of its node budget disproves nothing:
+// the answer stands. gave_up and invalid are no answer (the line is
+// reported failed) and are not verified. first is the request's mode.
+func (o *Outcome) Verify(ctx context.Context, first bool) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	switch o.Status {
+	case result.StatusNone, result.StatusMultiple:
+	default:
+		return nil
+	}
+	r, err := solver.Solve(ctx, &o.Puzzle, solver.Options{FirstSolution: first && o.Status == result.StatusNone})
+	switch {
+	case errors.Is(err, solver.ErrGaveUp):
+		return nil
+	case err != nil:
+		return fmt.Errorf("job: %s: %w", o.Status, err)
+	}
+	if got := FromSolve(&o.Puzzle, r, nil).Status; got != o.Status {
+		return fmt.Errorf("job: says %s, solving says %s", o.Status, got)
+	}
+	return nil
+}
+
+// SameAnswer reports whether o and p answer the same puzzle alike: the
+// same status and input and, for unique and solved, the same solution (a
+// multiple's solution is any of them; each is Checked by Verify).
+func (o *Outcome) SameAnswer(p *Outcome) bool {
+	if o.Status != p.Status || o.Text != p.Text {
+		return false
+	}
+	switch o.Status {
+	case result.StatusInvalid:
+		return true
+	case result.StatusUnique, result.StatusSolved:
+		return o.Puzzle == p.Puzzle && o.Solution == p.Solution
+	}
+	return o.Puzzle == p.Puzzle
+}
+
+// SameAnswers reports whether the results batches a and b answer the
+// same work batch alike: the same digest, job, index and items, each
+// Known item's outcome SameAnswer as the other's.
+func SameAnswers(a, b *Batch) bool {
+	if a.Digest != b.Digest || a.Job != b.Job || a.Index != b.Index || a.First != b.First || len(a.Items) != len(b.Items) {
+		return false
+	}
+	for i := range a.Items {
+		x, y := &a.Items[i], &b.Items[i]
+		if x.Line != y.Line || x.Kind != y.Kind || x.Back != y.Back ||
+			x.Kind == Known && !x.Outcome.SameAnswer(&y.Outcome) {
+			return false
+		}
+	}
+	return true
+}

@@ -19,6 +19,10 @@ import (
 // record: never submitted, removed, or expired.
 var ErrNotFound = errors.New("no such job")
 
+// ErrBadRecord is matched by the error of a job whose record does not
+// decode.
+var ErrBadRecord = errors.New("the record does not decode")
+
 // ErrConflict is matched by the error of Update when the record changed
 // since it was read.
 var ErrConflict = errors.New("job record changed meanwhile")
@@ -128,7 +132,7 @@ func (s *Store) Get(ctx context.Context, id string) (Record, uint64, error) {
 	}
 	r, err := DecodeRecord(value)
 	if err != nil {
-		return r, 0, fmt.Errorf("job %s: %w", id, err)
+		return r, 0, fmt.Errorf("job %s: %w: %w", id, ErrBadRecord, err)
 	}
 	return r, rev, nil
 }
@@ -254,8 +258,10 @@ func (s *Store) ManifestOf(ctx context.Context, id string, index uint64) (Manife
 }
 
 // List returns the records of the newest jobs, newest first, at most
-// limit of them.
-func (s *Store) List(ctx context.Context, limit int) ([]Record, error) {
+// limit of them. A record that does not decode (ErrBadRecord: written by
+// hand, by another version, or broken) is skipped and passed to bad (if
+// not nil): it never fails the listing.
+func (s *Store) List(ctx context.Context, limit int, bad func(id string, err error)) ([]Record, error) {
 	keys, err := s.kv.ListKeysFiltered(ctx, "*")
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -276,6 +282,12 @@ func (s *Store) List(ctx context.Context, limit int) ([]Record, error) {
 		r, _, err := s.Get(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // removed meanwhile
+		}
+		if errors.Is(err, ErrBadRecord) {
+			if bad != nil {
+				bad(id, err)
+			}
+			continue
 		}
 		if err != nil {
 			return out, err

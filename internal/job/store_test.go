@@ -75,3 +75,39 @@ func TestStoreReadsTheLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestListSkipsRecordsThatDoNotDecode stores a value that is not a record
+// under a job id (issue 22, finding 3: 'job list' exited 1 and GET
+// /v1/jobs answered 503): the listing skips it, saying so once, and lists
+// the others.
+func TestListSkipsRecordsThatDoNotDecode(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			q := testenv.NewQueue(t, server, queue.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s := job.NewStore(q.JS, q.Jobs)
+			good := job.Record{V: 1, ID: job.NewID(), State: job.Publishing, Created: time.Now().UTC()}
+			if _, err := s.Create(ctx, &good); err != nil {
+				t.Fatal(err)
+			}
+			broken := "vvvvvvvvvvvvvvvvvvvvvvvvvv" // a valid id, newer than any
+			if _, err := q.Jobs.Put(ctx, broken, []byte("not a record")); err != nil {
+				t.Fatal(err)
+			}
+			var bad []string
+			recs, err := s.List(ctx, 10, func(id string, err error) {
+				bad = append(bad, id)
+				if !errors.Is(err, job.ErrBadRecord) {
+					t.Errorf("bad record error %v, want ErrBadRecord", err)
+				}
+			})
+			if err != nil || len(recs) != 1 || recs[0].ID != good.ID {
+				t.Errorf("List = %+v, %v; want the good record", recs, err)
+			}
+			if len(bad) != 1 || bad[0] != broken {
+				t.Errorf("skipped %q, want %q", bad, broken)
+			}
+		})
+	}
+}

@@ -1,5 +1,5 @@
 // Package queue holds where sudoku-queue keeps things in NATS JetStream:
-// the work stream and its consumer, the results stream, the jobs bucket
+// the work stream and its jobs' consumers, the results stream, the jobs bucket
 // (job records and manifests), the dead-letter stream, every subject and
 // header name, and the dead letters' form. The bodies of the messages are
 // internal/job's.
@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,8 +41,8 @@ import (
 )
 
 // Options describe the streams, the bucket and the consumer. Setup creates
-// or updates them to match, so every process started with the same
-// Options agrees.
+// them when missing and reports how existing ones differ; only the
+// operator's Update changes them.
 type Options struct {
 	// Stream is the work stream's name (default "SUDOKU"); the results
 	// stream is Stream+"_RESULTS" and the jobs bucket Stream+"_JOBS".
@@ -73,14 +74,26 @@ type Options struct {
 	MaxAckPending int
 	// DLQStream is the dead-letter stream's name (default "SUDOKU_DLQ").
 	DLQStream string
+	// MaxBytes bounds the work stream (0: no bound); full, it refuses
+	// new work.
+	MaxBytes int64
+	// ResultsMaxBytes bounds the results stream (0: no bound); full, it
+	// refuses new results rather than drop stored ones.
+	ResultsMaxBytes int64
+	// DLQMaxAge drops dead letters older than this (0: never).
+	DLQMaxAge time.Duration
+	// DLQMaxBytes bounds the dead-letter stream (0: no bound); full, its
+	// oldest dead letters go.
+	DLQMaxBytes int64
 	// Duplicates is the window in which a Nats-Msg-Id seen before is dropped
 	// (default 2 minutes).
 	Duplicates time.Duration
-	// Update makes Setup change the streams, bucket and consumer that
-	// exist already to match these Options (workers do). Without it,
-	// Setup uses them as they are and creates only what is missing, so
-	// that a client with other settings (replicas, ack wait) never
-	// rewrites what a deployment shares.
+	// Update makes Setup change the streams and the bucket that exist
+	// already to match these Options: the operator's explicit
+	// 'sudoku setup --apply', never a process's start (a shorter max age
+	// or a smaller limit deletes what a stream holds). Without it, Setup
+	// uses them as they are, creates only what is missing, and reports
+	// each difference in Queue.Differences.
 	Update bool
 	// NoConsumer makes Setup leave the work stream's consumers alone: for
 	// commands that only publish work or read jobs. Without it (workers),
@@ -200,24 +213,74 @@ type Queue struct {
 	Results jetstream.Stream
 	// Jobs is the jobs bucket.
 	Jobs jetstream.KeyValue
+	// Differences are the settings in which the streams and the bucket
+	// that existed differ from Opts: left as they are, unless
+	// Opts.Update (then they are what Setup changed).
+	Differences []Difference
 }
 
-// Setup creates the work stream, the results stream, the jobs bucket and the
-// dead-letter stream when they are missing, and with Options.Update also
-// brings existing ones to these Options. It is idempotent: every worker
-// and producer calls it at start-up.
+// Setup creates the work stream, the results stream, the jobs bucket and
+// the dead-letter stream when they are missing (the jobs' consumers are
+// their producers' and workers': JobWork). What exists is used as it is:
+// where its settings differ from o, Queue.Differences names each
+// difference, and only Options.Update (the operator's 'sudoku setup
+// --apply') changes them, for a setting that shrinks a stream can delete
+// what it holds. It is idempotent: every worker and producer calls it at
+// start-up.
 func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, error) {
 	o.defaults()
+	q := &Queue{JS: js, Opts: o}
+	want := o.wanted()
+	// Four chains of requests at once, each a round trip or two: a
+	// command's start waits for the slowest, not for their sum.
+	g, ctx := errgroup.WithContext(ctx)
+	diffs := make([][]Difference, len(want))
+	for i, w := range want {
+		g.Go(func() error {
+			var err error
+			switch {
+			case w.bucket != nil:
+				q.Jobs, diffs[i], err = o.bucket(ctx, js, *w.bucket)
+				if err != nil {
+					return fmt.Errorf("queue: create bucket %s: %w", w.bucket.Bucket, err)
+				}
+				return nil
+			case w.stream.Name == o.Stream:
+				if _, diffs[i], err = o.stream(ctx, js, w.stream); err != nil || o.NoConsumer {
+					return err
+				}
+				return o.dropSharedConsumer(ctx, js)
+			case w.stream.Name == o.ResultsStream():
+				q.Results, diffs[i], err = o.stream(ctx, js, w.stream)
+				return err
+			default:
+				_, diffs[i], err = o.stream(ctx, js, w.stream)
+				return err
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	q.Differences = slices.Concat(diffs...)
+	return q, nil
+}
+
+// wanted is one stream or bucket as Options want it.
+type wanted struct {
+	stream jetstream.StreamConfig
+	bucket *jetstream.KeyValueConfig // a bucket instead of a stream
+}
+
+// wanted returns the streams and the bucket as o wants them: the work
+// stream, the results stream, the dead-letter stream and the jobs bucket.
+func (o Options) wanted() []wanted {
 	storage := jetstream.FileStorage
 	if o.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	q := &Queue{JS: js, Opts: o}
-	// Four chains of requests at once, each a round trip or two: a
-	// command's start waits for the slowest, not for their sum.
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if _, err := o.stream(ctx, js, jetstream.StreamConfig{
+	return []wanted{
+		{stream: jetstream.StreamConfig{
 			Name:        o.Stream,
 			Description: "sudoku-queue: batches of puzzles to solve",
 			Subjects:    []string{o.Prefix + ".jobs.>"},
@@ -225,17 +288,12 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 			Storage:     storage,
 			Replicas:    o.Replicas,
 			MaxAge:      o.MaxAge,
+			MaxBytes:    limitBytes(o.MaxBytes),
 			MaxMsgSize:  o.MaxMsgBytes,
 			Duplicates:  o.duplicates(o.MaxAge),
 			Discard:     jetstream.DiscardNew, // a full queue refuses work rather than lose it
-		}); err != nil || o.NoConsumer {
-			return err
-		}
-		return o.dropSharedConsumer(ctx, js)
-	})
-	g.Go(func() error {
-		var err error
-		q.Results, err = o.stream(ctx, js, jetstream.StreamConfig{
+		}},
+		{stream: jetstream.StreamConfig{
 			Name:        o.ResultsStream(),
 			Description: "sudoku-queue: the results of each job, one message per batch",
 			Subjects:    []string{o.Prefix + ".results.>"},
@@ -243,56 +301,129 @@ func Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Queue, erro
 			Storage:     storage,
 			Replicas:    o.Replicas,
 			MaxAge:      o.Retention,
-			// One message per batch: the workers publish with an expected
-			// last sequence of 0 for the subject, so the first result stays.
-			MaxMsgsPerSubject: 1,
-			AllowDirect:       true,
-			Duplicates:        o.duplicates(o.Retention),
-		})
-		return err
-	})
-	g.Go(func() error {
-		_, err := o.stream(ctx, js, jetstream.StreamConfig{
+			MaxBytes:    limitBytes(o.ResultsMaxBytes),
+			// One message per batch, never replaced: the workers publish
+			// with an expected last sequence of 0 for the subject, so the
+			// first result stays, and the stream refuses any other
+			// publish on a subject that holds one (a plain publish would
+			// replace it). Only a delete frees a subject (a worker's, of
+			// a message that does not answer its batch).
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			AllowDirect:          true,
+			Duplicates:           o.duplicates(o.Retention),
+		}},
+		{stream: jetstream.StreamConfig{
 			Name:        o.DLQStream,
 			Description: "sudoku-queue: messages that could not be processed",
 			Subjects:    []string{o.Prefix + ".dlq.>"},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     storage,
 			Replicas:    o.Replicas,
-		})
-		return err
-	})
-	g.Go(func() error {
-		kv := jetstream.KeyValueConfig{
+			MaxAge:      o.DLQMaxAge,
+			MaxBytes:    limitBytes(o.DLQMaxBytes),
+			Duplicates:  o.duplicates(o.DLQMaxAge),
+			Discard:     jetstream.DiscardOld, // the newest dead letters matter most
+		}},
+		{bucket: &jetstream.KeyValueConfig{
 			Bucket:      o.JobsBucket(),
 			Description: "sudoku-queue: job records and manifests",
 			History:     1,
 			TTL:         o.Retention,
 			Storage:     storage,
 			Replicas:    o.Replicas,
-		}
-		var err error
-		if q.Jobs, err = o.bucket(ctx, js, kv); err != nil {
-			return fmt.Errorf("queue: create bucket %s: %w", o.JobsBucket(), err)
-		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
-		return nil, err
+		}},
 	}
-	return q, nil
+}
+
+// limitBytes is a stream's max_bytes for a bound of n bytes (0: none).
+func limitBytes(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// Plan returns how the streams and the bucket that exist differ from o,
+// without changing anything: what Setup with Options.Update would change
+// ('sudoku setup'). A stream or bucket that does not exist is one
+// Difference (setting "exists").
+func Plan(ctx context.Context, js jetstream.JetStream, o Options) ([]Difference, error) {
+	o.defaults()
+	var diffs []Difference
+	for _, w := range o.wanted() {
+		cfg, what := w.stream, "stream "+w.stream.Name
+		if w.bucket != nil {
+			cfg, what = bucketStream(*w.bucket), "bucket "+w.bucket.Bucket
+		}
+		s, err := js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			diffs = append(diffs, Difference{What: what, Setting: "exists", Have: "no", Want: "yes"})
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: %s: %w", what, err)
+		}
+		diffs = append(diffs, diffStream(what, s.CachedInfo().Config, cfg)...)
+	}
+	return diffs, nil
+}
+
+// Difference is one setting in which a stream or the bucket that exists
+// differs from what the Options want.
+type Difference struct {
+	What    string // "stream SUDOKU_RESULTS", "bucket SUDOKU_JOBS"
+	Setting string // as 'nats stream info' names it: "max_age", "replicas"
+	Have    string // as it is
+	Want    string // as the Options want it
+}
+
+// String says it as "stream SUDOKU_RESULTS: max_age 1h0m0s, configured 2s".
+func (d Difference) String() string {
+	return fmt.Sprintf("%s: %s is %s, configured %s", d.What, d.Setting, d.Have, d.Want)
+}
+
+// DifferencesError is the error of a process that refuses to start on a
+// queue whose streams or bucket differ from its configuration.
+type DifferencesError struct{ Differences []Difference }
+
+func (e *DifferencesError) Error() string {
+	parts := make([]string, len(e.Differences))
+	for i, d := range e.Differences {
+		parts[i] = d.String()
+	}
+	return "the streams differ from this process's settings (" + strings.Join(parts, "; ") +
+		"): nothing was changed; make the settings agree, or run 'sudoku setup' to see the differences " +
+		"and 'sudoku setup --apply' to change the streams"
+}
+
+// bucketStream is the stream behind a key-value bucket of configuration
+// cfg, with the settings Setup compares.
+func bucketStream(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              "KV_" + cfg.Bucket,
+		Description:       cfg.Description,
+		MaxMsgsPerSubject: int64(max(1, cfg.History)),
+		MaxAge:            cfg.TTL,
+		MaxBytes:          cfg.MaxBytes,
+		Storage:           cfg.Storage,
+		Replicas:          cfg.Replicas,
+		Discard:           jetstream.DiscardNew, // as jetstream.CreateKeyValue makes it
+		AllowDirect:       true,
+	}
 }
 
 // bucket returns the key-value bucket cfg names: created when missing (or
-// found created meanwhile by another client), brought to cfg when it
-// differs and o.Update is set, else as it is.
-func (o Options) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+// found created meanwhile by another client), else as it is, with how it
+// differs from cfg; o.Update brings it to cfg.
+func (o Options) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, []Difference, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		// A create that finds the bucket is never turned into an update
 		// (see stream).
 		if kv, err = js.CreateKeyValue(ctx, cfg); err == nil {
-			return kv, nil // created here
+			return kv, nil, nil // created here
 		}
 		if createdMeanwhile(err) {
 			// By another client meanwhile (see stream).
@@ -301,34 +432,74 @@ func (o Options) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstre
 			}
 		}
 	}
-	if err != nil || !o.Update {
-		return kv, err
+	if err != nil {
+		return nil, nil, err
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if info := st.(*jetstream.KeyValueBucketStatus).StreamInfo(); info != nil {
-		have := info.Config
-		if have.Description == cfg.Description && have.MaxMsgsPerSubject == int64(max(1, cfg.History)) &&
-			have.MaxAge == cfg.TTL && have.Storage == cfg.Storage && have.Replicas == max(1, cfg.Replicas) {
-			return kv, nil
-		}
+	info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	if info == nil {
+		return kv, nil, nil
 	}
-	return js.UpdateKeyValue(ctx, cfg)
+	diffs := diffStream("bucket "+cfg.Bucket, info.Config, bucketStream(cfg))
+	if len(diffs) == 0 || !o.Update {
+		return kv, diffs, nil
+	}
+	kv, err = js.UpdateKeyValue(ctx, cfg)
+	return kv, diffs, err
 }
 
-// sameStream reports whether the stream configuration have, as the server
-// returns it (its defaults filled in), is want's.
-func sameStream(have, want jetstream.StreamConfig) bool {
+// diffStream returns how the stream configuration have, as the server
+// returns it (its defaults filled in), differs from want, in the settings
+// Setup sets. The differences are named for what (a stream or bucket).
+func diffStream(what string, have, want jetstream.StreamConfig) []Difference {
+	var diffs []Difference
+	add := func(setting string, h, w any) {
+		diffs = append(diffs, Difference{What: what, Setting: setting, Have: fmt.Sprint(h), Want: fmt.Sprint(w)})
+	}
 	limit := func(v int64) int64 { return max(v, 0) } // 0 and -1: no limit
-	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
-		have.Retention == want.Retention && have.Storage == want.Storage &&
-		have.Replicas == max(1, want.Replicas) && have.MaxAge == want.MaxAge &&
-		limit(int64(have.MaxMsgSize)) == limit(int64(want.MaxMsgSize)) &&
-		limit(have.MaxMsgsPerSubject) == limit(want.MaxMsgsPerSubject) &&
-		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
-		have.Discard == want.Discard && have.AllowDirect == want.AllowDirect
+	if have.Description != want.Description {
+		add("description", strconv.Quote(have.Description), strconv.Quote(want.Description))
+	}
+	if len(want.Subjects) > 0 && !slices.Equal(have.Subjects, want.Subjects) {
+		add("subjects", have.Subjects, want.Subjects)
+	}
+	if have.Retention != want.Retention {
+		add("retention", have.Retention, want.Retention)
+	}
+	if have.Storage != want.Storage {
+		add("storage", have.Storage, want.Storage)
+	}
+	if have.Replicas != max(1, want.Replicas) {
+		add("replicas", have.Replicas, max(1, want.Replicas))
+	}
+	if have.MaxAge != want.MaxAge {
+		add("max_age", have.MaxAge, want.MaxAge)
+	}
+	if limit(have.MaxBytes) != limit(want.MaxBytes) {
+		add("max_bytes", limit(have.MaxBytes), limit(want.MaxBytes))
+	}
+	if limit(int64(have.MaxMsgSize)) != limit(int64(want.MaxMsgSize)) {
+		add("max_msg_size", limit(int64(have.MaxMsgSize)), limit(int64(want.MaxMsgSize)))
+	}
+	if limit(have.MaxMsgsPerSubject) != limit(want.MaxMsgsPerSubject) {
+		add("max_msgs_per_subject", limit(have.MaxMsgsPerSubject), limit(want.MaxMsgsPerSubject))
+	}
+	if want.Duplicates != 0 && have.Duplicates != want.Duplicates {
+		add("duplicate_window", have.Duplicates, want.Duplicates)
+	}
+	if have.Discard != want.Discard {
+		add("discard", have.Discard, want.Discard)
+	}
+	if have.DiscardNewPerSubject != want.DiscardNewPerSubject {
+		add("discard_new_per_subject", have.DiscardNewPerSubject, want.DiscardNewPerSubject)
+	}
+	if have.AllowDirect != want.AllowDirect {
+		add("allow_direct", have.AllowDirect, want.AllowDirect)
+	}
+	return diffs
 }
 
 // duplicates is the duplicate window of a stream whose messages live
@@ -341,9 +512,9 @@ func (o Options) duplicates(maxAge time.Duration) time.Duration {
 }
 
 // stream returns the stream cfg names: created when missing (or found
-// created meanwhile by another client), brought to cfg when it differs and
-// o.Update is set, else as it is.
-func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+// created meanwhile by another client), else as it is, with how it
+// differs from cfg; o.Update brings it to cfg.
+func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, []Difference, error) {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// A create that finds the stream is never turned into an update,
@@ -358,16 +529,22 @@ func (o Options) stream(ctx context.Context, js jetstream.JetStream, cfg jetstre
 			}
 		}
 	}
-	// Only a stream that differs is updated: an update costs a round of
-	// the cluster's meta group, and 2.9.10 was seen to crash in one (its
-	// store's UpdateConfig) when every worker start sent one.
-	if err == nil && o.Update && !sameStream(s.CachedInfo().Config, cfg) {
+	var diffs []Difference
+	if err == nil {
+		diffs = diffStream("stream "+cfg.Name, s.CachedInfo().Config, cfg)
+	}
+	// Only a stream that differs is updated, and only when the operator
+	// asks: an update costs a round of the cluster's meta group, 2.9.10
+	// was seen to crash in one (its store's UpdateConfig) when every
+	// worker start sent one, and a shorter max age or a smaller limit
+	// deletes messages at once.
+	if err == nil && o.Update && len(diffs) > 0 {
 		s, err = js.UpdateStream(ctx, cfg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("queue: create stream %s: %w", cfg.Name, err)
+		return nil, nil, fmt.Errorf("queue: create stream %s: %w", cfg.Name, err)
 	}
-	return s, nil
+	return s, diffs, nil
 }
 
 // errSubjectsOverlap is JetStream's error code for a stream whose subjects
@@ -442,4 +619,68 @@ func IsWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// PublishResults publishes m, the results message of a batch, so that its
+// subject ends holding results that answer the batch as ours do. The
+// first published stays (ExpectResults, and the stream refuses any other
+// publish on a subject that holds one); when a message is there already,
+// same decides: one that answers alike (ours, from an earlier delivery,
+// or another worker's) stays, and one that does not (published by hand,
+// forged, or broken) is deleted and m takes its place, so that no such
+// message holds a batch's subject. Each publish waits at most attempt
+// for its ack (an ack lost with a server restart is not awaited for the
+// whole of ctx); replaced reports a message deleted.
+func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Duration, same func(stored []byte) bool) (replaced bool, err error) {
+	for deletes := 0; ; {
+		pctx, cancel := context.WithTimeout(ctx, attempt)
+		_, err := q.JS.PublishMsg(pctx, m, ExpectResults())
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			continue
+		}
+		if err == nil || !IsWrongLastSequence(err) {
+			return replaced, err
+		}
+		rm, gerr := q.Results.GetLastMsgForSubject(ctx, m.Subject)
+		if errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			continue // deleted meanwhile
+		}
+		if gerr != nil {
+			return replaced, fmt.Errorf("results on %s exist but cannot be read: %w", m.Subject, gerr)
+		}
+		if same(rm.Data) {
+			return replaced, nil
+		}
+		if deletes++; deletes > maxResultsDeletes {
+			return replaced, fmt.Errorf("results on %s keep being replaced by others that do not answer the batch", m.Subject)
+		}
+		if err := q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return replaced, fmt.Errorf("delete the results on %s that do not answer the batch: %w", m.Subject, err)
+		}
+		replaced = true
+	}
+}
+
+// maxResultsDeletes bounds the messages PublishResults deletes from one
+// subject: more means someone keeps publishing there.
+const maxResultsDeletes = 8
+
+// SameResults returns PublishResults' same for ours, the results batch
+// being published: a stored message answers alike when it decodes to
+// results job.SameAnswers as ours, and every answer of it Verifies.
+func SameResults(ctx context.Context, ours *job.Batch) func(stored []byte) bool {
+	return func(stored []byte) bool {
+		got, err := job.DecodeAnyResults(stored)
+		if err != nil || !job.SameAnswers(&got, ours) {
+			return false
+		}
+		first := ours.Flags&job.FlagFirstSolution != 0
+		for i := range got.Items {
+			if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first) != nil {
+				return false
+			}
+		}
+		return true
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // TestSetupLeavesSharedSettingsAlone checks that a client with other
@@ -40,10 +44,27 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 			}
 			other := o
 			other.AckWait, other.Retention, other.Update = 5*time.Second, time.Minute, false
-			if _, err := queue.Setup(ctx, q.JS, other); err != nil {
+			oq, err := queue.Setup(ctx, q.JS, other)
+			if err != nil {
 				t.Fatal(err)
 			}
 			check(time.Hour)
+			plan, err := queue.Plan(ctx, q.JS, other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, diffs := range [][]queue.Difference{oq.Differences, plan} {
+				var got []string
+				for _, d := range diffs {
+					if d.Setting == "max_age" {
+						got = append(got, d.What+" "+d.Have+" "+d.Want)
+					}
+				}
+				want := []string{"stream " + o.ResultsStream() + " 1h0m0s 1m0s", "bucket " + o.JobsBucket() + " 1h0m0s 1m0s"}
+				if !slices.Equal(got, want) {
+					t.Errorf("max_age differences %q, want %q (all: %v)", got, want, diffs)
+				}
+			}
 			other.Update = true
 			if _, err := queue.Setup(ctx, q.JS, other); err != nil {
 				t.Fatal(err)
@@ -295,6 +316,125 @@ func TestSetupWithoutConsumer(t *testing.T) {
 			}
 			if n != 1 {
 				t.Errorf("%d messages delivered, want 1 (%v)", n, batch.Error())
+			}
+		})
+	}
+}
+
+// TestResultsCannotBeReplaced publishes a batch's results, then another
+// message on the same subject (issue 22, finding 6: a plain publish
+// replaced the stored results): it is refused and the first stays.
+func TestResultsCannotBeReplaced(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx := context.Background()
+			q := testenv.NewQueue(t, server, queue.Options{})
+			subject := q.Opts.ResultSubject("0123456789abcdefghijklmnop", 3)
+			if _, err := q.JS.Publish(ctx, subject, []byte("first"), queue.ExpectResults()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.JS.Publish(ctx, subject, []byte("forged")); err == nil {
+				t.Error("a second publish on a results subject was accepted")
+			}
+			if _, err := q.NC.Request(subject, []byte("forged, core"), 2*time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+				t.Logf("core publish: %v", err)
+			}
+			m, err := q.Results.GetLastMsgForSubject(ctx, subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Data) != "first" {
+				t.Errorf("the subject holds %q, want the first results", m.Data)
+			}
+			// A delete frees it (a worker's, of results that do not answer
+			// the batch).
+			if err := q.Results.DeleteMsg(ctx, m.Sequence); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.JS.Publish(ctx, subject, []byte("again"), queue.ExpectResults()); err != nil {
+				t.Errorf("publish after a delete: %v", err)
+			}
+		})
+	}
+}
+
+// TestPublishResultsReplacesWhatDoesNotAnswer publishes a batch's results
+// on a subject that already holds a message (issue 22, finding 7:
+// garbage published on a new job's results subjects before its producer
+// wrote them stalled the job): a message that does not answer the batch
+// alike is replaced; the batch's own results stay.
+func TestPublishResultsReplacesWhatDoesNotAnswer(t *testing.T) {
+	ours := &job.Batch{Job: "0123456789abcdefghijklmnop", Index: 2, First: 40}
+	g, err := solver.Parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := solver.Solve(context.Background(), &g, solver.Options{})
+	ours.Items = []job.Item{{Line: 41, Kind: job.Known, Outcome: job.FromSolve(&g, r, err)}}
+	ours.Digest = ours.ComputeDigest()
+	forged := *ours
+	forged.Items = []job.Item{{Line: 41, Kind: job.Known, Outcome: job.Outcome{Status: result.StatusNone, Puzzle: g}}}
+	for _, server := range testenv.Servers {
+		for _, tc := range []struct {
+			name     string
+			stored   []byte // nil: nothing there
+			replaced bool
+		}{
+			{"empty", nil, false},
+			{"garbage", []byte("garbage"), true},
+			{"forged none, right digest", (&queue.Options{}).ResultsMsg(&forged).Data, true},
+			{"ours already", (&queue.Options{}).ResultsMsg(ours).Data, false},
+		} {
+			t.Run(server+"/"+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				q := testenv.NewQueue(t, server, queue.Options{})
+				m := q.Opts.ResultsMsg(ours)
+				if tc.stored != nil {
+					if _, err := q.JS.Publish(ctx, m.Subject, tc.stored); err != nil {
+						t.Fatal(err)
+					}
+				}
+				replaced, err := q.PublishResults(ctx, m, 2*time.Second, queue.SameResults(ctx, ours))
+				if err != nil || replaced != tc.replaced {
+					t.Errorf("PublishResults: replaced %v, %v; want %v, nil", replaced, err, tc.replaced)
+				}
+				rm, err := q.Results.GetLastMsgForSubject(ctx, m.Subject)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(rm.Data) != string(m.Data) {
+					t.Errorf("the subject holds %q, want our results", rm.Data)
+				}
+			})
+		}
+	}
+}
+
+// TestEveryStreamIsBounded sets the queue up with limits (issue 22,
+// finding 4: the dead-letter stream had no max_age or max_bytes, and the
+// results stream no size limit): each stream carries them.
+func TestEveryStreamIsBounded(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			ctx := context.Background()
+			q := testenv.NewQueue(t, server, queue.Options{Retention: time.Hour, MaxBytes: 64 << 20,
+				ResultsMaxBytes: 128 << 20, DLQMaxAge: 24 * time.Hour, DLQMaxBytes: 32 << 20})
+			for _, want := range []struct {
+				stream   string
+				maxAge   time.Duration
+				maxBytes int64
+			}{
+				{q.Opts.Stream, 0, 64 << 20},
+				{q.Opts.ResultsStream(), time.Hour, 128 << 20},
+				{q.Opts.DLQStream, 24 * time.Hour, 32 << 20},
+			} {
+				s, err := q.JS.Stream(ctx, want.stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := s.CachedInfo().Config; c.MaxAge != want.maxAge || c.MaxBytes != want.maxBytes {
+					t.Errorf("stream %s: max_age %v, max_bytes %d; want %v, %d", want.stream, c.MaxAge, c.MaxBytes, want.maxAge, want.maxBytes)
+				}
 			}
 		})
 	}

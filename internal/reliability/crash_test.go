@@ -161,7 +161,7 @@ func TestProducerSIGKILL(t *testing.T) {
 
 // jobs returns the records of the test's jobs, newest first.
 func (s *sys) jobs(ctx context.Context) ([]job.Record, error) {
-	return job.NewStore(s.q.JS, s.q.Jobs).List(ctx, 100)
+	return job.NewStore(s.q.JS, s.q.Jobs).List(ctx, 100, nil)
 }
 
 // cached returns the number of results in the test's part of Redis, or

@@ -6,6 +6,8 @@ package result
 
 import (
 	"errors"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
@@ -142,10 +144,46 @@ func FromSolveKey(g *solver.Grid, key string, r solver.Result, err error) Result
 
 // Invalid builds the result of input line line whose text raw could not be
 // parsed (or read) because of err. Raw is kept as given, cut to
-// solver.MaxInputLen bytes.
+// solver.MaxInputLen bytes, when it is valid UTF-8; otherwise each run of
+// bytes that is not is replaced by U+FFFD, and the error says so. A
+// character that an earlier cut (a preview of a line too long) split is
+// dropped. The text and the error are valid UTF-8, then: they travel
+// exactly through JSON, which would replace such bytes itself, after the
+// producer computed the batch's digest from them.
 func Invalid(line int, raw string, err error) Result {
-	if len(raw) > solver.MaxInputLen {
-		raw = raw[:solver.MaxInputLen]
+	msg := ValidText(err.Error(), len(err.Error()))
+	text := ValidText(raw, solver.MaxInputLen)
+	if !utf8.ValidString(trimCut(raw)) {
+		msg += " (the input is not valid UTF-8: its invalid bytes are shown as U+FFFD)"
 	}
-	return Result{Line: line, Puzzle: raw, Status: StatusInvalid, Error: err.Error()}
+	return Result{Line: line, Puzzle: text, Status: StatusInvalid, Error: msg}
+}
+
+// ValidText returns s as valid UTF-8 of at most n bytes: an incomplete
+// character at its end (s was cut) dropped, each other run of invalid
+// bytes replaced by U+FFFD, cut at a character's boundary.
+func ValidText(s string, n int) string {
+	if utf8.ValidString(s) && len(s) <= n {
+		return s
+	}
+	s = strings.ToValidUTF8(trimCut(s), "\uFFFD")
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+// trimCut drops the start of a character that s ends with: s was cut
+// inside it.
+func trimCut(s string) string {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
@@ -285,5 +286,30 @@ func BenchmarkSummary(b *testing.B) {
 	}
 	if s.Total() == 0 {
 		b.Fatal("nothing counted")
+	}
+}
+
+// TestInvalidTextIsValidUTF8 checks result.Invalid on text that is not
+// valid UTF-8, or cut inside a character (issue 22, finding 2).
+func TestInvalidTextIsValidUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, want string
+		notice          bool
+	}{
+		{"valid", "not a puzzle", "not a puzzle", false},
+		{"invalid bytes", "bad \xff\xfe line", "bad \uFFFD line", true},
+		{"cut inside a character", strings.Repeat("€", 42) + "\xe2\x82", strings.Repeat("€", 42), false},
+		{"too long, cut at a character", strings.Repeat("€", 2000), strings.Repeat("€", solver.MaxInputLen/3), false},
+		{"a replacement character given", "x\uFFFD", "x\uFFFD", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Invalid(1, tc.raw, errors.New("bad \xff"))
+			if r.Puzzle != tc.want || !utf8.ValidString(r.Error) {
+				t.Errorf("Invalid(%q) = text %q, error %q; want text %q", tc.raw, r.Puzzle, r.Error, tc.want)
+			}
+			if got := strings.Contains(r.Error, "not valid UTF-8"); got != tc.notice {
+				t.Errorf("error %q: says not valid UTF-8 %v, want %v", r.Error, got, tc.notice)
+			}
+		})
 	}
 }

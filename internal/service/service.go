@@ -128,6 +128,9 @@ func (h *handler) submit(req micro.Request) {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
 		return
 	}
+	if opts.MaxGrowth == 0 {
+		opts.MaxGrowth = producer.DefaultMaxGrowth
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), submitTimeout)
 	defer cancel()
 	sub, err := producer.New(h.q, h.cache, opts).Submit(ctx, in)
@@ -278,6 +281,9 @@ func statusReply(o queue.Options, st *producer.Status) queue.StatusReply {
 // codeOf returns the error code for a failure of JetStream: 503 when it
 // did not answer (try again later), 500 otherwise.
 func codeOf(err error) string {
+	if errors.Is(err, producer.ErrTooMuchGrowth) {
+		return queue.CodeBadRequest
+	}
 	for _, e := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
 		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
 		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,

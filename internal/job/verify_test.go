@@ -1,0 +1,130 @@
+package job_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
+)
+
+// TestVerify checks that Verify refuses every answer that can be caught
+// as wrong (issue 22, findings 5, 7, 8 and 9: forged answers were
+// printed): a solution against the rules or the givens, none for a
+// solvable puzzle, multiple for a unique one; and accepts the right ones
+// (a unique solution's uniqueness is trusted).
+func TestVerify(t *testing.T) {
+	ctx := context.Background()
+	parse := func(s string) solver.Grid {
+		g, err := solver.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	solve := func(g solver.Grid, first bool) job.Outcome {
+		r, err := solver.Solve(ctx, &g, solver.Options{FirstSolution: first})
+		return job.FromSolve(&g, r, err)
+	}
+	uniquePuzzle := parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
+	unique := solve(uniquePuzzle, false)
+	multiPuzzle := uniquePuzzle
+	multiPuzzle[14], multiPuzzle[16] = 0, 0
+	multi := solve(multiPuzzle, false)
+	if unique.Status != result.StatusUnique || multi.Status != result.StatusMultiple {
+		t.Fatalf("fixtures: %s and %s", unique.Status, multi.Status)
+	}
+	broken := unique
+	broken.Solution[0], broken.Solution[1] = broken.Solution[1], broken.Solution[0]
+	otherGivens := unique
+	otherGivens.Puzzle = multiPuzzle // the same solution, other givens: still right
+	wrongGiven := unique
+	for i, v := range wrongGiven.Puzzle {
+		if v == 0 {
+			wrongGiven.Puzzle[i] = wrongGiven.Solution[i]%9 + 1
+			break
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		o     job.Outcome
+		first bool
+		ok    bool
+	}{
+		{"unique", unique, false, true},
+		{"solved", solve(multiPuzzle, true), true, true},
+		{"multiple", multi, false, true},
+		{"unique, same solution, fewer givens", otherGivens, false, true},
+		{"none of a puzzle without a solution", noSolution(t, unique), false, true},
+		{"unique breaking the rules", broken, false, false},
+		{"unique against a given", wrongGiven, false, false},
+		{"none of a solvable puzzle", job.Outcome{Status: result.StatusNone, Puzzle: uniquePuzzle}, false, false},
+		{"none of a solvable puzzle, first", job.Outcome{Status: result.StatusNone, Puzzle: uniquePuzzle}, true, false},
+		{"multiple of a unique puzzle", job.Outcome{Status: result.StatusMultiple, Puzzle: uniquePuzzle, Solution: unique.Solution}, false, false},
+		// A right solution is checked; that no other exists would take a
+		// full solve, which is what the reader asked the workers for.
+		{"unique of a puzzle with several: uniqueness trusted", job.Outcome{Status: result.StatusUnique, Puzzle: multiPuzzle, Solution: multi.Solution}, false, true},
+		{"invalid is no answer", job.Outcome{Status: result.StatusInvalid, Text: "x", Error: "bad"}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Verify(ctx, tc.first)
+			if (err == nil) != tc.ok {
+				t.Errorf("Verify = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// BenchmarkVerify measures what a reader pays per answer it verifies: a
+// unique solution is checked, none and multiple solved again.
+func BenchmarkVerify(b *testing.B) {
+	ctx := context.Background()
+	g, err := solver.Parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := solver.Solve(ctx, &g, solver.Options{})
+	unique := job.FromSolve(&g, r, err)
+	multiPuzzle := g
+	multiPuzzle[14], multiPuzzle[16] = 0, 0
+	r, err = solver.Solve(ctx, &multiPuzzle, solver.Options{})
+	multi := job.FromSolve(&multiPuzzle, r, err)
+	none := noSolution(b, unique)
+	for _, bc := range []struct {
+		name string
+		o    job.Outcome
+	}{{"unique", unique}, {"multiple", multi}, {"none", none}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.o.Verify(ctx, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// noSolution returns the outcome of a puzzle without a solution: u's
+// puzzle with a blank filled by a digit that breaks no rule and is not
+// the solution's.
+func noSolution(t testing.TB, u job.Outcome) job.Outcome {
+	t.Helper()
+	for i, v := range u.Puzzle {
+		if v != 0 {
+			continue
+		}
+		for d := uint8(1); d <= 9; d++ {
+			g := u.Puzzle
+			if g[i] = d; d == u.Solution[i] || g.Validate() != nil {
+				continue
+			}
+			r, err := solver.Solve(context.Background(), &g, solver.Options{})
+			if o := job.FromSolve(&g, r, err); o.Status == result.StatusNone {
+				return o
+			}
+		}
+	}
+	t.Fatal("no puzzle without a solution found")
+	return job.Outcome{}
+}
