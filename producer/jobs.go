@@ -65,23 +65,25 @@ func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]j
 }
 
 // Cancel cancels job id: its record says cancelled (its producer stops
-// publishing at its next update), the batches not yet done leave the
-// queue and its consumer goes; batches workers hold are finished or
-// dropped, the results stored stay readable. It returns the record as
+// publishing at its next update) and its consumer goes, so that no worker
+// takes another batch of it; the workers drop its batches left in the
+// work stream (stray work of an ended job) and finish or drop those they
+// hold; the results stored stay readable. It needs no right to purge the
+// work stream: a producer may cancel. It returns the record as
 // cancelled; a job that has ended already is left as it is (and
 // returned). Errors: job.ErrNotFound for an unknown job.
 func Cancel(ctx context.Context, q *queue.Queue, id string) (job.Record, error) {
-	rec, err := job.NewStore(q.JS, q.Jobs).Apply(ctx, id, func(r *job.Record) error {
+	rec, err := job.NewStore(q.JS, q.Jobs).ApplyConfirmed(ctx, id, func(r *job.Record) error {
 		if !r.Cancel(time.Now()) {
 			return job.ErrUnchanged
 		}
 		return nil
-	})
+	}, func(r *job.Record) bool { return !r.State.Active() })
 	if err != nil {
 		return rec, err
 	}
 	if rec.State == job.Cancelled {
-		if err := q.EndWork(ctx, id); err != nil {
+		if err := q.DropJobWork(ctx, id); err != nil {
 			return rec, err
 		}
 	}
@@ -89,7 +91,8 @@ func Cancel(ctx context.Context, q *queue.Queue, id string) (job.Record, error) 
 }
 
 // Remove removes job id: it is cancelled first if it is running, then its
-// results, its record and its manifests go. Errors: job.ErrNotFound for
+// work left in the work stream, its results, its record and its manifests
+// go (an admin's right: it purges the streams). Errors: job.ErrNotFound for
 // an unknown job.
 func Remove(ctx context.Context, q *queue.Queue, id string) error {
 	if _, err := Cancel(ctx, q, id); err != nil {

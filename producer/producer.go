@@ -553,7 +553,7 @@ func (s *submission) updateLocked(ctx context.Context) error {
 	defer cancel()
 	now := time.Now()
 	mine := s.rec // the counts as update copied them
-	rec, err := s.p.jobs.Apply(ctx, s.rec.ID, func(r *job.Record) error {
+	update := func(r *job.Record) error {
 		switch r.State {
 		case job.Publishing:
 		case job.Cancelled:
@@ -572,7 +572,15 @@ func (s *submission) updateLocked(ctx context.Context) error {
 			r.FinishIfDone(now)
 		}
 		return nil
-	})
+	}
+	apply := s.p.jobs.Apply
+	if s.published {
+		// The end of publishing must stay (job.Store.ApplyConfirmed).
+		apply = func(ctx context.Context, id string, fn func(*job.Record) error) (job.Record, error) {
+			return s.p.jobs.ApplyConfirmed(ctx, id, fn, func(r *job.Record) bool { return r.State != job.Publishing })
+		}
+	}
+	rec, err := apply(ctx, s.rec.ID, update)
 	if err != nil {
 		return err
 	}
@@ -597,7 +605,7 @@ func (s *submission) fail(cause error) {
 		return // its end is the cancel's
 	}
 	sub := s.sub // the submitting goroutine has stopped
-	_, err := s.p.jobs.Apply(ctx, sub.ID, func(r *job.Record) error {
+	_, err := s.p.jobs.ApplyConfirmed(ctx, sub.ID, func(r *job.Record) error {
 		if !r.State.Active() {
 			return job.ErrUnchanged
 		}
@@ -605,11 +613,12 @@ func (s *submission) fail(cause error) {
 		r.Queued, r.Batches = sub.Queued, sub.Batches
 		r.State, r.Error, r.Finished = job.Failed, cause.Error(), time.Now().UTC()
 		return nil
-	})
+	}, func(r *job.Record) bool { return !r.State.Active() })
 	if err != nil {
 		s.p.opts.Logger.Error("producer: cannot mark the job failed", "job", s.sub.ID, "err", err)
 	}
-	if err := s.p.q.EndWork(ctx, s.sub.ID); err != nil {
-		s.p.opts.Logger.Debug("producer: the failed job's work stays until its consumer is idle", "job", s.sub.ID, "err", err)
+	// Its batches left are stray work now, which the workers drop.
+	if err := s.p.q.DropJobWork(ctx, s.sub.ID); err != nil {
+		s.p.opts.Logger.Debug("producer: the failed job's consumer stays until idle", "job", s.sub.ID, "err", err)
 	}
 }

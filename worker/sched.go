@@ -49,6 +49,14 @@ type turn struct {
 	// heartbeat is older than job.StaleAfter at staleAt.
 	publishing bool
 	heartbeat  time.Time
+	// published, with doneBatches of batches counted (as last watched);
+	// recounted is when the worker last recounted its results, and at
+	// how many batches counted.
+	published            bool
+	doneBatches, batches int64
+	resultsFrom          uint64
+	recounted            time.Time
+	recountedAt          int64
 	// idleUntil: the consumer had nothing to deliver; not asked again
 	// before this (unless the record changes).
 	idleUntil time.Time
@@ -159,6 +167,7 @@ func (s *schedule) update(e jetstream.KeyValueEntry) {
 	t.weight = r.Options.Priority.Weight()
 	t.priority, t.pending = r.Options.Priority.Or(), max(0, r.Lines-r.LinesDone())
 	t.publishing, t.heartbeat = r.State == job.Publishing, r.Heartbeat
+	t.published, t.doneBatches, t.batches, t.resultsFrom = r.State == job.Published, r.DoneBatches, r.Batches, r.ResultsFrom
 	if t.heartbeat.IsZero() {
 		t.heartbeat = r.Created
 	}
@@ -331,6 +340,7 @@ func (s *schedule) sweep(ctx context.Context) {
 			return ok
 		})
 		s.failStale(actx, store)
+		s.recount(actx, store)
 		for subject := range stray {
 			if id, ok := s.q.Opts.WorkJob(subject); ok {
 				// A job just submitted, not yet in the watch's view, is
@@ -376,19 +386,87 @@ func (s *schedule) failStale(ctx context.Context, store *job.Store) {
 	}
 	s.mu.Unlock()
 	for _, id := range stale {
-		_, err := store.Apply(ctx, id, func(r *job.Record) error {
+		_, err := store.ApplyConfirmed(ctx, id, func(r *job.Record) error {
 			if !r.Stale(time.Now()) {
 				return job.ErrUnchanged
 			}
 			r.FailStale()
 			return nil
-		})
+		}, func(r *job.Record) bool { return !r.State.Active() })
 		if err != nil {
 			s.log.Debug("worker: cannot mark a stale job failed", "job", id, "err", err)
 			continue
 		}
-		if err := s.q.EndWork(ctx, id); err != nil {
-			s.log.Debug("worker: the work of a stale job stays until its consumer is idle", "job", id, "err", err)
+		// Its batches left are stray work now, dropped by the sweep.
+		if err := s.q.DropJobWork(ctx, id); err != nil {
+			s.log.Debug("worker: a stale job's consumer stays until idle", "job", id, "err", err)
+		}
+	}
+}
+
+// recountEvery bounds how often a worker recounts the results of a job
+// whose record has not changed since.
+const recountEvery = time.Minute
+
+// recount repairs the record of a published job with no work left whose
+// record counts fewer batches than it has: every batch was acknowledged,
+// so each had its results stored and counted, and a count was lost (see
+// job.Record.Recount). The results stream's headers are tallied and the
+// record rewritten from them, which finishes the job when they are all
+// there. A job whose missing batches are dead letters keeps waiting for
+// them ('sudoku dlq replay'), recounted at most every recountEvery.
+func (s *schedule) recount(ctx context.Context, store *job.Store) {
+	type due struct {
+		id   string
+		from uint64
+	}
+	var jobs []due
+	now := time.Now()
+	s.mu.Lock()
+	for id, t := range s.jobs {
+		if t.stray != "" || !t.published || t.doneBatches >= t.batches {
+			continue
+		}
+		if t.recountedAt == t.doneBatches && now.Sub(t.recounted) < recountEvery {
+			continue
+		}
+		jobs = append(jobs, due{id, t.resultsFrom})
+	}
+	s.mu.Unlock()
+	for _, j := range jobs {
+		if n, err := s.q.WorkLeft(ctx, j.id); err != nil || n > 0 {
+			continue // work is left: its batches are counted as they are done
+		}
+		done := map[uint64]job.Counts{}
+		if err := s.q.TallyResults(ctx, j.id, j.from, func(index uint64, c job.Counts) { done[index] = c }); err != nil {
+			s.log.Debug("worker: cannot recount a job's results", "job", j.id, "err", err)
+			continue
+		}
+		var was int64
+		rec, err := store.Apply(ctx, j.id, func(r *job.Record) error {
+			was = r.DoneBatches
+			if !r.Recount(done, time.Now()) {
+				return job.ErrUnchanged
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Debug("worker: cannot recount a job's results", "job", j.id, "err", err)
+			continue
+		}
+		if rec.DoneBatches > was {
+			s.log.Info("worker: a job's record counted fewer batches than its results: recounted",
+				"job", j.id, "counted", was, "results", rec.DoneBatches, "state", rec.State)
+		}
+		s.mu.Lock()
+		if t := s.jobs[j.id]; t != nil {
+			t.recounted, t.recountedAt = time.Now(), rec.DoneBatches
+		}
+		s.mu.Unlock()
+		if rec.State == job.Finished {
+			if err := s.q.DropJobWork(ctx, j.id); err != nil {
+				s.log.Debug("worker: a finished job's consumer stays until idle", "job", j.id, "err", err)
+			}
 		}
 	}
 }

@@ -153,6 +153,24 @@ func (r *Record) AddResults(index uint64, c Counts, now time.Time) bool {
 	return true
 }
 
+// Recount replaces what r counts of its results by a tally of them, done
+// maps each batch with results stored to its counts (the results
+// stream's), and finishes the job if they are all there. It reports
+// whether that changed r. It repairs a record whose counting write was
+// lost: nats-server before 2.9.21 checks a key-value update's expected
+// revision outside the cluster's consensus, so that two updates made at
+// once in a cluster may both be taken, the second undoing the first.
+func (r *Record) Recount(done map[uint64]Counts, now time.Time) bool {
+	if r.State == Failed || int64(len(done)) <= r.DoneBatches {
+		return false
+	}
+	r.Done, r.DoneBatches, r.Counts = nil, 0, nil
+	for index, c := range done {
+		r.AddResults(index, c, now)
+	}
+	return true
+}
+
 // Complete reports whether every batch of a Published job has its results
 // stored: the one definition of a job's end of work.
 func (r *Record) Complete() bool {

@@ -111,6 +111,35 @@ func (s *Store) Apply(ctx context.Context, id string, fn func(*Record) error) (R
 	}
 }
 
+// ApplyConfirmed is Apply, then checks a moment later that the record
+// still holds the change (holds reports whether it does), and applies it
+// again if not, a few times. A change of state (published, cancelled,
+// failed) must not be undone: on nats-server before 2.9.21 a cluster may
+// take two updates of the same revision made at once (see
+// Record.Recount), the later one writing back the state the earlier
+// changed.
+func (s *Store) ApplyConfirmed(ctx context.Context, id string, fn func(*Record) error, holds func(*Record) bool) (Record, error) {
+	r, err := s.Apply(ctx, id, fn)
+	for wait := confirmAfter; err == nil && wait <= 8*confirmAfter; wait *= 2 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return r, nil // applied; not confirmed
+		}
+		got, _, gerr := s.Get(ctx, id)
+		if gerr != nil || holds(&got) {
+			return r, nil
+		}
+		r, err = s.Apply(ctx, id, fn)
+	}
+	return r, err
+}
+
+// confirmAfter is how long ApplyConfirmed first waits to read the record
+// again: longer than it takes a cluster to apply an update made at the
+// same moment as ours.
+const confirmAfter = 25 * time.Millisecond
+
 // maxApply bounds the attempts of Apply at one change; applyAttempt bounds
 // each.
 const (

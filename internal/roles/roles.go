@@ -168,14 +168,14 @@ func NATS(r Role, n Names) Permissions {
 			Subscribe:   []string{">"},
 			// Only workers answer the service: an admin's "nats sub >"
 			// must not see a request it could answer.
-			DenySubscribe: []string{p + ".solve", p + ".submit", p + ".status"},
+			DenySubscribe: []string{p + ".solve", p + ".submit", p + ".status", p + ".cancel"},
 		}
 	case Producer:
 		pub := []string{
-			p + ".jobs.bulk.*",                         // work batches
-			p + ".results.*.*",                         // results of batches answered from the cache
-			"$KV." + n.Bucket + ".>",                   // job records and manifests
-			p + ".submit", p + ".solve", p + ".status", // the micro service, as a client
+			p + ".jobs.bulk.*",                                        // work batches
+			p + ".results.*.*",                                        // results of batches answered from the cache
+			"$KV." + n.Bucket + ".>",                                  // job records and manifests
+			p + ".submit", p + ".solve", p + ".status", p + ".cancel", // the micro service, as a client
 			"$SRV.>",
 			"$JS.API.STREAM.INFO." + n.Stream, "$JS.API.STREAM.INFO." + n.DLQ,
 		}
@@ -203,7 +203,7 @@ func NATS(r Role, n Names) Permissions {
 		return Permissions{
 			Publish: pub,
 			Subscribe: append(inbox,
-				p+".solve", p+".submit", p+".status", "$SRV.>",
+				p+".solve", p+".submit", p+".status", p+".cancel", "$SRV.>",
 				"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+n.Stream+".>"),
 			AllowResponses: true,
 		}

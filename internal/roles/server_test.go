@@ -24,6 +24,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // deployment is a NATS server and a Redis started with the files of a
@@ -39,7 +40,7 @@ type deployment struct {
 var (
 	opts    = queue.Options{Replicas: 1, Memory: true}
 	names   = roles.NamesOf(opts, "sudoku:")
-	jobID   = "J1"
+	jobID   = "06h3ehrn6pfq43m40lru4u8gf0"
 	perJob  = "sudoku-workers-job-" + jobID // a job's own consumer (one per job)
 	cacheK  = job.Key{1, 2, 3}
 	otherID = "J2"
@@ -193,8 +194,13 @@ func allowed(t *testing.T, d *deployment) {
 	must(producer, "update the job record", err)
 	_, err = pq.Jobs.Put(ctx, job.ManifestKey(jobID, 0), []byte("manifest"))
 	must(producer, "put a manifest", err)
-	work := nats.NewMsg(opts.WorkSubject(jobID))
-	work.Data = []byte("batch 1")
+	// A batch as the producer encodes it: a dead letter of it can be
+	// replayed ('dlq replay' keeps one that does not decode).
+	g, err := solver.Parse(strings.Repeat(".", 80) + "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := opts.WorkMsg(&job.Batch{Job: jobID, Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: g}}})
 	_, err = producer.js.PublishMsg(ctx, work)
 	must(producer, "publish a work batch", err)
 	_, err = producer.js.CreateConsumer(ctx, names.Stream, jetstream.ConsumerConfig{
