@@ -719,18 +719,21 @@ func (s *state) branchChute() (st bool, u, d int, pat uint32) {
 	for _, c := range s.confs {
 		tot += c
 	}
-	best, bestN := -1, uint64(0)
-	for c := 0; c < 6; c++ {
-		if n := tot >> (8 * c) & 0xff; n > 9 && (best < 0 || n < bestN) {
-			best, bestN = c, n
-		}
+	// The minimum of keys made of the count and the index: the first of
+	// the smallest, found with min, not a branch per comparison. A chute
+	// whose count is 9 or less (every digit fixed) gets a key past the rest.
+	key := uint64(1 << 16)
+	for c := uint64(0); c < 6; c++ {
+		n := tot >> (8 * c) & 0xff
+		key = min(key, (n-10)&(1<<15)|n<<3|c)
 	}
-	bd, bn := -1, uint64(7)
+	best := int(key & 7)
+	dkey := uint64(1 << 16)
 	for dd, c := range s.confs {
-		if n := c >> (8 * best) & 0xff; n >= 2 && n < bn {
-			bd, bn = dd, n
-		}
+		n := c >> (8 * best) & 0xff
+		dkey = min(dkey, (n-2)&(1<<15)|n<<4|uint64(dd))
 	}
+	bd := int(dkey & 15)
 	return best >= 3, best % 3, bd, chutePattern(s.poss[bd], best)
 }
 
