@@ -114,14 +114,20 @@ type Solver struct {
 
 // Solve is like the package-level Solve, reusing s's memory.
 func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, error) {
-	filled := g.filled()
-	if err := g.validate(filled); err != nil {
-		return Result{}, err
+	e := &sv.e
+	if e.stack == nil {
+		e.stack = new([maxDepth]state)
+	}
+	// Validation and the search's set-up share one pass over the givens;
+	// the first bad cell is found (as Validate finds it) only when that
+	// pass saw one.
+	s := &e.stack[0]
+	if !s.init(g, g.filled()) {
+		return Result{}, g.conflict()
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("solver: not started: %w", err)
 	}
-	e := &sv.e
 	*e = engine{limit: 2, maxNodes: opts.MaxNodes, ctx: ctx, stack: e.stack}
 	if opts.FirstSolution {
 		e.limit = 1
@@ -129,11 +135,6 @@ func (sv *Solver) Solve(ctx context.Context, g *Grid, opts Options) (Result, err
 	if e.maxNodes == 0 {
 		e.maxNodes = DefaultMaxNodes
 	}
-	if e.stack == nil {
-		e.stack = new([maxDepth]state)
-	}
-	s := &e.stack[0]
-	s.init(g, filled)
 	e.search(s, 1)
 	e.ctx = nil
 	res := Result{Guesses: e.guesses, Nodes: e.nodes, Solution: e.solution}
@@ -188,32 +189,38 @@ type state struct {
 	confs    [9]uint64 // per digit, its configurations (see branchChute) per band and stack, a byte each
 }
 
-// init sets up the position of the givens of g, which must be valid, and
-// whose filled cells are filled (g.filled). It does at once what placing
-// each given would do: a digit's word keeps its givens and loses every
-// other given cell and every cell in a row, column or box where the digit
-// is given.
-func (s *state) init(g *Grid, filled [2]uint64) {
-	var units [9]uint32 // per digit, the units (as in cellUnits) it is given in
-	var given [3]uint32 // per band, the given cells
-	var own [27]uint32  // per word, its digit's givens
+// init sets up the position of the givens of g, whose filled cells are
+// filled (g.filled). It does at once what placing each given would do: a
+// digit's word keeps its givens and loses every other given cell and every
+// cell in a row, column or box where the digit is given.
+//
+// It checks g on the way, as Validate does and in the same pass over the
+// givens: it reports false when a digit repeats in a unit or a cell holds
+// more than 9, and the position is then meaningless.
+func (s *state) init(g *Grid, filled [2]uint64) (ok bool) {
+	var units [16]uint32 // per value, the units (as in cellUnits) it is given in
+	var given [3]uint32  // per band, the given cells
+	var own [48]uint32   // per value and band, the value's givens
+	var dup, over uint32
 	// The givens, by the bits of filled: not a branch on every cell.
 	for base, m := range filled {
 		for ; m != 0; m &= m - 1 {
 			i := 64*base + bits.TrailingZeros64(m)
-			v := g[i]
-			b, bit := cellBand[i], cellBit[i]
-			units[v-1] |= cellUnits[i]
+			v := g[i] & 15
+			over |= (9 - uint32(g[i])) >> 31 // above 9 (and then v means nothing)
+			b, bit, u := cellBand[i], cellBit[i], cellUnits[i]
+			dup |= units[v] & u
+			units[v] |= u
 			given[b] |= bit
-			own[int(v-1)*3+int(b)] |= bit
+			own[int(v)*3+int(b)] |= bit
 		}
 	}
-	for d, u := range units {
+	for d, u := range units[1:10] {
 		cols := colsMask(u >> 9 & 0x1ff)
 		for b := 0; b < 3; b++ {
 			rows := bandRows[u>>(3*b)&7]
 			boxes := colsMask(boxCols[u>>(18+3*b)&7])
-			s.cand[d*3+b] = 0x7ffffff&^(given[b]|rows|cols|boxes) | own[d*3+b]
+			s.cand[d*3+b] = 0x7ffffff&^(given[b]|rows|cols|boxes) | own[(d+1)*3+b]
 		}
 	}
 	s.prev = [27]uint32{} // differs from every live word: all get looked at
@@ -224,6 +231,7 @@ func (s *state) init(g *Grid, filled [2]uint64) {
 	for b := range s.unsolved {
 		s.unsolved[b] = 0x7ffffff &^ given[b]
 	}
+	return dup|over == 0
 }
 
 // bandRows maps three bits, one per row of a band, to the band cells in
