@@ -662,24 +662,19 @@ func (e *engine) search(s *state, depth int) {
 	}
 	e.guesses++
 	st, u, d, pat := s.branchChute()
-	var configs [6]uint32
-	n := 0
-	for _, m := range perms {
-		if pat&uint32(m) == uint32(m) {
-			configs[n] = uint32(m)
-			n++
-		}
-	}
-	for k := 0; k < n-1; k++ {
+	// The configurations left, in the order of perms, by the bits of a
+	// table entry: no branch per permutation.
+	left := uint32(permsIn[pat])
+	for ; left&(left-1) != 0; left &= left - 1 {
 		next := &e.stack[depth]
 		*next = *s
-		next.keepConfig(st, u, d, configs[k])
+		next.keepConfig(st, u, d, uint32(perms[bits.TrailingZeros32(left)]))
 		e.search(next, depth+1)
 		if e.found >= e.limit || e.err != nil {
 			return
 		}
 	}
-	s.keepConfig(st, u, d, configs[n-1])
+	s.keepConfig(st, u, d, uint32(perms[bits.TrailingZeros32(left)&7]))
 	e.search(s, depth)
 }
 
