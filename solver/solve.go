@@ -549,11 +549,14 @@ func (s *state) nakedSingles() (placed, ok bool) {
 		// over the nine digit words.
 		w := (*[25]uint32)(s.cand[b:])
 		one, two := w[0], uint32(0)
-		for d := 3; d < 25; d += 3 {
-			x := w[d]
-			two |= one & x
-			one |= x
-		}
+		two, one = two|one&w[3], one|w[3]
+		two, one = two|one&w[6], one|w[6]
+		two, one = two|one&w[9], one|w[9]
+		two, one = two|one&w[12], one|w[12]
+		two, one = two|one&w[15], one|w[15]
+		two, one = two|one&w[18], one|w[18]
+		two, one = two|one&w[21], one|w[21]
+		two, one = two|one&w[24], one|w[24]
 		if u&^one != 0 {
 			return false, false
 		}
