@@ -395,18 +395,26 @@ func (s *state) triads() (changed, ok bool) {
 			uint64(permCount[v>>3&7|v>>9&0x38|v>>15&0x1c0])<<32 |
 			uint64(permCount[v>>6&7|v>>12&0x38|v>>18&0x1c0])<<40
 	}
+	// Written out, not a loop: nine additions of each kind.
 	var p1, p2, p4, c1, c2, c4 uint64
-	for d := 0; d < 9; d++ {
-		p, c := s.poss[d], s.cert[d]
-		carry := p1 & p
-		p1 ^= p
-		p4 |= p2 & carry
-		p2 ^= carry
-		carry = c1 & c
-		c1 ^= c
-		c4 |= c2 & carry
-		c2 ^= carry
-	}
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[0])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[1])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[2])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[3])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[4])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[5])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[6])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[7])
+	p1, p2, p4 = add4(p1, p2, p4, s.poss[8])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[0])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[1])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[2])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[3])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[4])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[5])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[6])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[7])
+	c1, c2, c4 = add4(c1, c2, c4, s.cert[8])
 	const live = all27 | all27<<32
 	if live&^(p4|p1&p2) != 0 || c4 != 0 {
 		return false, false // a triad with fewer than three digits possible, or more than three certain
@@ -458,6 +466,16 @@ func (s *state) triads() (changed, ok bool) {
 		}
 	}
 	return changed, true
+}
+
+// add4 adds the bits of x to bit-sliced counters (ones, twos, and fours
+// or more, which saturates) and returns them.
+func add4(c1, c2, c4, x uint64) (uint64, uint64, uint64) {
+	carry := c1 & x
+	c1 ^= x
+	c4 |= c2 & carry
+	c2 ^= carry
+	return c1, c2, c4
 }
 
 // propagateBands runs the band rules on every changed word until all are
