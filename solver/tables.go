@@ -30,6 +30,10 @@ var (
 	// perms lists the six permutation matrices.
 	perms [6]uint16
 
+	// permsIn maps a 3x3 matrix to the permutation matrices made of its
+	// bits: bit k for perms[k].
+	permsIn [512]uint8
+
 	// minirowCells maps shrunk minirow bits to the band cells they cover.
 	minirowCells [512]uint32
 
@@ -74,10 +78,11 @@ func init() {
 	}
 	for s := uint32(0); s < 512; s++ {
 		var keep uint16
-		for _, m := range perms {
+		for k, m := range perms {
 			if uint16(s)&m == m {
 				keep |= m
 				permCount[s]++
+				permsIn[s] |= 1 << k
 			}
 		}
 		permKeep[s] = keep

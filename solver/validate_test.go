@@ -7,8 +7,8 @@ import (
 )
 
 // TestValidateFastPath checks Validate's mask passes (over the filled
-// cells, or over every cell when more than denseGivens are filled)
-// against conflict, the exact cell-by-cell check it falls back on, on
+// cells, or over every cell when more than denseGivens are filled), and
+// the check Solve makes in state.init, against conflict, the exact cell-by-cell check it falls back on, on
 // grids made from solutions by blanking cells and writing a few random
 // values (0-11, sometimes any byte) over others.
 func TestValidateFastPath(t *testing.T) {
@@ -42,6 +42,11 @@ func TestValidateFastPath(t *testing.T) {
 		errors.As(want, &pw)
 		if (err == nil) != (want == nil) || pe != nil && pw != nil && *pe != *pw {
 			t.Fatalf("grid %v: Validate returns %v, the exact check %v", g, err, want)
+		}
+		// Solve's own check, made in the search's set-up, must agree.
+		var s state
+		if ok := s.init(&g, g.filled()); ok != (want == nil) {
+			t.Fatalf("grid %v: state.init says valid %v, the exact check %v", g, ok, want)
 		}
 		if pe != nil {
 			counts[pe.Kind]++
