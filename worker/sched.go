@@ -434,7 +434,7 @@ func (s *schedule) recount(ctx context.Context, store *job.Store) {
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
-		if n, err := s.q.WorkLeft(ctx, j.id); err != nil || n > 0 {
+		if idle, err := s.q.JobIdle(ctx, j.id); err != nil || !idle {
 			continue // work is left: its batches are counted as they are done
 		}
 		done := map[uint64]job.Counts{}

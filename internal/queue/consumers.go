@@ -275,3 +275,22 @@ func (q *Queue) TallyResults(ctx context.Context, id string, from uint64, fn fun
 	}
 	return nil
 }
+
+// JobIdle reports whether job id's consumer has nothing left to deliver
+// and nothing delivered awaiting an ack: every batch published so far has
+// been acked (or given up). Without a consumer it asks the work stream
+// whether any message of the job is left. A message left in the stream
+// that the consumer counts as acked (a server killed between the two
+// writes keeps it) is no work left.
+func (q *Queue) JobIdle(ctx context.Context, id string) (bool, error) {
+	c, err := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		n, err := q.WorkLeft(ctx, id)
+		return n == 0, err
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue: job %s: %w", id, err)
+	}
+	ci := c.CachedInfo()
+	return ci.NumPending == 0 && ci.NumAckPending == 0, nil
+}
