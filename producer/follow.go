@@ -631,7 +631,7 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 }
 
 // finishWait bounds how long finish waits for the record to say finished.
-const finishWait = 5 * time.Second
+const finishWait = 15 * time.Second
 
 // cancelled passes on the results of a cancelled job that were stored,
 // in order, and returns an error matching job.ErrCancelled.

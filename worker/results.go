@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -93,24 +94,79 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Co
 
 // count adds the counts c of batch b's stored results to its job's
 // record, unless they are there already, and reports whether that
-// finished the job. A job removed meanwhile has nothing to count.
-func (w *Worker) count(ctx context.Context, b *job.Batch, c job.Counts) (finished bool, err error) {
+// finished the job, and the record as stored. A job removed meanwhile has
+// nothing to count.
+//
+// The worker's last batches of the job are added again with it, when the
+// record lacks them: on nats-server before 2.9.21 a cluster may take two
+// updates of one revision made at once, the later undoing the earlier
+// (see job.Record.Recount), and each worker's next write puts back what
+// it had counted. The job's last batches, which no later write follows,
+// are recounted from their results once its work is all done
+// (schedule.recountJob).
+func (w *Worker) count(ctx context.Context, b *job.Batch, c job.Counts) (finished bool, rec job.Record, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
-	_, err = w.jobs.Apply(ctx, b.Job, func(r *job.Record) error {
-		if !r.AddResults(b.Index, c, time.Now()) {
+	recent := w.counted.get(b.Job)
+	rec, err = w.jobs.Apply(ctx, b.Job, func(r *job.Record) error {
+		now := time.Now()
+		changed := r.AddResults(b.Index, c, now)
+		for _, d := range recent {
+			changed = r.AddResults(d.index, d.counts, now) || changed
+		}
+		if !changed {
 			return job.ErrUnchanged
 		}
 		finished = r.State == job.Finished
 		return nil
 	})
 	if errors.Is(err, job.ErrNotFound) {
-		return false, nil
+		return false, rec, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("worker: count the results of batch %d of job %s: %w", b.Index, b.Job, err)
+		return false, rec, fmt.Errorf("worker: count the results of batch %d of job %s: %w", b.Index, b.Job, err)
 	}
-	return finished, nil
+	w.counted.add(b.Job, b.Index, c)
+	return finished, rec, nil
+}
+
+// countedBatches keeps each job's last batches a worker counted, to add
+// again to its record (Worker.count). It is bounded: maxCountedJobs jobs
+// of maxCountedBatches batches.
+type countedBatches struct {
+	mu   sync.Mutex
+	jobs map[string][]countedBatch
+}
+
+type countedBatch struct {
+	index  uint64
+	counts job.Counts
+}
+
+const (
+	maxCountedJobs    = 256
+	maxCountedBatches = 32
+)
+
+// get returns a copy of job id's batches counted.
+func (cb *countedBatches) get(id string) []countedBatch {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return slices.Clone(cb.jobs[id])
+}
+
+// add notes batch index of job id, counted with c.
+func (cb *countedBatches) add(id string, index uint64, c job.Counts) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.jobs == nil || len(cb.jobs) >= maxCountedJobs && cb.jobs[id] == nil {
+		cb.jobs = map[string][]countedBatch{}
+	}
+	l := append(cb.jobs[id], countedBatch{index, c})
+	if len(l) > maxCountedBatches {
+		l = slices.Delete(l, 0, len(l)-maxCountedBatches)
+	}
+	cb.jobs[id] = l
 }
 
 // finished ends the work of a job whose last results this worker counted:

@@ -434,39 +434,45 @@ func (s *schedule) recount(ctx context.Context, store *job.Store) {
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
-		if idle, err := s.q.JobIdle(ctx, j.id); err != nil || !idle {
-			continue // work is left: its batches are counted as they are done
+		s.recountJob(ctx, store, j.id, j.from)
+	}
+}
+
+// recountJob recounts job id's results (see recount) if its consumer has
+// nothing left to deliver or to ack; from is the record's ResultsFrom.
+func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, from uint64) {
+	if idle, err := s.q.JobIdle(ctx, id); err != nil || !idle {
+		return // work is left: its batches are counted as they are done
+	}
+	done := map[uint64]job.Counts{}
+	if err := s.q.TallyResults(ctx, id, from, func(index uint64, c job.Counts) { done[index] = c }); err != nil {
+		s.log.Debug("worker: cannot recount a job's results", "job", id, "err", err)
+		return
+	}
+	var was int64
+	rec, err := store.ApplyConfirmed(ctx, id, func(r *job.Record) error {
+		was = r.DoneBatches
+		if !r.Recount(done, time.Now()) {
+			return job.ErrUnchanged
 		}
-		done := map[uint64]job.Counts{}
-		if err := s.q.TallyResults(ctx, j.id, j.from, func(index uint64, c job.Counts) { done[index] = c }); err != nil {
-			s.log.Debug("worker: cannot recount a job's results", "job", j.id, "err", err)
-			continue
-		}
-		var was int64
-		rec, err := store.Apply(ctx, j.id, func(r *job.Record) error {
-			was = r.DoneBatches
-			if !r.Recount(done, time.Now()) {
-				return job.ErrUnchanged
-			}
-			return nil
-		})
-		if err != nil {
-			s.log.Debug("worker: cannot recount a job's results", "job", j.id, "err", err)
-			continue
-		}
-		if rec.DoneBatches > was {
-			s.log.Info("worker: a job's record counted fewer batches than its results: recounted",
-				"job", j.id, "counted", was, "results", rec.DoneBatches, "state", rec.State)
-		}
-		s.mu.Lock()
-		if t := s.jobs[j.id]; t != nil {
-			t.recounted, t.recountedAt = time.Now(), rec.DoneBatches
-		}
-		s.mu.Unlock()
-		if rec.State == job.Finished {
-			if err := s.q.DropJobWork(ctx, j.id); err != nil {
-				s.log.Debug("worker: a finished job's consumer stays until idle", "job", j.id, "err", err)
-			}
+		return nil
+	}, func(r *job.Record) bool { return r.DoneBatches >= int64(len(done)) })
+	if err != nil {
+		s.log.Debug("worker: cannot recount a job's results", "job", id, "err", err)
+		return
+	}
+	if rec.DoneBatches > was {
+		s.log.Info("worker: a job's record counted fewer batches than its results: recounted",
+			"job", id, "counted", was, "results", rec.DoneBatches, "state", rec.State)
+	}
+	s.mu.Lock()
+	if t := s.jobs[id]; t != nil {
+		t.recounted, t.recountedAt = time.Now(), rec.DoneBatches
+	}
+	s.mu.Unlock()
+	if rec.State == job.Finished {
+		if err := s.q.DropJobWork(ctx, id); err != nil {
+			s.log.Debug("worker: a finished job's consumer stays until idle", "job", id, "err", err)
 		}
 	}
 }

@@ -108,14 +108,15 @@ type Options struct {
 // Worker handles batches from a queue. Create one with New and start it
 // with Run.
 type Worker struct {
-	nc    *nats.Conn
-	q     *queue.Queue
-	jobs  *job.Store
-	cache *cache.Guard
-	opts  Options
-	log   *slog.Logger
-	mf    manifestCache
-	sched *schedule
+	nc      *nats.Conn
+	q       *queue.Queue
+	jobs    *job.Store
+	cache   *cache.Guard
+	opts    Options
+	log     *slog.Logger
+	mf      manifestCache
+	sched   *schedule
+	counted countedBatches // each job's last batches counted
 
 	commits    chan struct{}  // a token per batch waiting for its round trips
 	committing sync.WaitGroup // batches being committed
@@ -363,13 +364,14 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 			// Its results were published, and the ack was lost (or the
 			// worker was lost before it): count them, if that was lost
 			// too, and ack.
-			finished, err := w.count(ctx, &b, c)
+			finished, rec, err := w.count(ctx, &b, c)
 			if err != nil {
 				t.fail(ctx, err)
 				return
 			}
 			t.ack()
 			w.finished(finished, b.Job)
+			t.tail(&rec)
 			t.done()
 			return
 		}
@@ -433,6 +435,26 @@ func (t *task) done() {
 	t.sc.release()
 }
 
+// tail recounts the results of a published job that is not finished once
+// its last batch is acked (none was left to deliver when it was taken): a
+// count lost in a cluster (see Worker.count) would leave it so.
+func (t *task) tail(rec *job.Record) {
+	if rec.State != job.Published || rec.DoneBatches >= rec.Batches {
+		return
+	}
+	md, err := t.m.Metadata()
+	if err != nil || md.NumPending > 0 {
+		return
+	}
+	w, id, from := t.w, rec.ID, rec.ResultsFrom
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the other workers' last acks
+		ctx, cancel := context.WithTimeout(context.Background(), 3*apiTimeout)
+		defer cancel()
+		w.sched.recountJob(ctx, w.jobs, id, from)
+	}()
+}
+
 // drop ends a batch of a job that was cancelled or removed (state st,
 // "" for removed) while it waited: its work left the queue, so the message
 // is gone or going; it is not a failure, and no dead letter.
@@ -470,13 +492,14 @@ func (t *task) commit(ctx context.Context, solved []cache.Entry) {
 	// Before the record: a job that reads finished has its puzzles in the
 	// cache already, for the next one that asks.
 	t.w.cache.Put(ctx, solved)
-	finished, err := t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
+	finished, rec, err := t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
 	if err != nil {
 		t.fail(ctx, err)
 		return
 	}
 	t.ack()
 	t.w.finished(finished, t.batch.Job)
+	t.tail(&rec)
 	t.w.event(t.batch.Job, t.batch.Index, len(t.batch.Items))
 	t.done()
 }

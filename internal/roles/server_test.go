@@ -105,7 +105,9 @@ func (d *deployment) connect(t *testing.T, user string) *client {
 	}
 	c := &client{user: user, ref: roles.NewRefusals(user)}
 	var err error
-	c.nc, err = nats.Connect(d.natsURL, nats.UserInfo(user, u.NATSPassword),
+	// A generous connect timeout: the server checks a bcrypt hash at each
+	// connection, slow under the race detector on a busy machine.
+	c.nc, err = nats.Connect(d.natsURL, nats.UserInfo(user, u.NATSPassword), nats.Timeout(30*time.Second),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.ref.Note(err) }))
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
@@ -115,7 +117,7 @@ func (d *deployment) connect(t *testing.T, user string) *client {
 		t.Fatal(err)
 	}
 	if c.rdb, err = app.RedisClient(config.RedisConfig{Addrs: []string{d.redisAddr}, Username: user,
-		Password: config.Secret(u.RedisPassword), DialTimeout: 2 * time.Second}); err != nil {
+		Password: config.Secret(u.RedisPassword), DialTimeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.rdb.Close() })
