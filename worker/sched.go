@@ -45,8 +45,8 @@ type turn struct {
 	// as last watched.
 	priority job.Priority
 	pending  int64
-	// stale: the record says publishing, and its producer's last
-	// heartbeat is older than job.StaleAfter at staleAt.
+	// publishing, and the producer's last heartbeat (the job is stale
+	// when it is older than job.StaleAfter: failStale).
 	publishing bool
 	heartbeat  time.Time
 	// published, with doneBatches of batches counted (as last watched);
