@@ -467,9 +467,16 @@ func forbidden(t *testing.T, d *deployment) {
 		err error
 	}
 	outcomes := make([]outcome, len(refusals))
+	// Connected first, one at a time: the server checks a bcrypt hash at
+	// each connection, and one made while the operations run (the race
+	// detector's speed, a busy machine) can miss the client's handshake.
+	clients := make([]*client, len(refusals))
+	for i, r := range refusals {
+		clients[i] = d.connect(t, r.user)
+	}
 	var wg sync.WaitGroup
 	for i, r := range refusals {
-		c := d.connect(t, r.user)
+		c := clients[i]
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
