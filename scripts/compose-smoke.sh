@@ -306,7 +306,7 @@ solved_of() {
 job_id_of() { awk '/^job [^ ]+: [0-9]+ lines: / { sub(/:$/, "", $2); print $2; exit }' "$1"; }
 
 # check_counts ID N: the job is finished, with N lines, N of N done, 0
-# failed, N unique. Tried for 10s: a read may come from a replica that lags.
+# unsolved, N unique. Tried for 10s: a read may come from a replica that lags.
 check_counts() {
   local s try
   for try in $(seq 1 10); do
@@ -314,14 +314,14 @@ check_counts() {
     if grep -Eq '^state +finished$' <<<"$s" &&
       grep -Eq "^lines +$2(:|\$)" <<<"$s" &&
       [ "$(solved_of "$s")" = "$2 $2" ] &&
-      grep -Eq '^failed +0$' <<<"$s" &&
+      grep -Eq '^unsolved +0 ' <<<"$s" &&
       grep -Eq "^results +$2 unique( |\$)" <<<"$s"; then
       return 0
     fi
     sleep 1
   done
   echo "$s"
-  fail "job $1: want state finished, $2 lines, $2 of $2 done, $2 unique, 0 failed"
+  fail "job $1: want state finished, $2 lines, $2 of $2 done, $2 unique, 0 unsolved"
 }
 
 # compare NAME: NAME.out (from the cluster) against NAME.want (solve --local).
