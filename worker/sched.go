@@ -172,6 +172,12 @@ func (s *schedule) update(e jetstream.KeyValueEntry) {
 		t.heartbeat = r.Created
 	}
 	t.idleUntil, t.backoff = time.Time{}, 0 // more batches, maybe
+	if r.Batches == 0 {
+		// Nothing published yet: a turn now would find nothing and go to
+		// a job with work, leaving this one to wait for that batch.
+		// Its record's next update, with its first batch, wakes it.
+		t.idleUntil = time.Now().Add(time.Hour)
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
