@@ -209,29 +209,23 @@ func oneLine(p string) string {
 
 // status answers a request of the status endpoint.
 func (h *handler) status(req micro.Request) {
-	id, err := queue.ParseStatusRequest(req.Data())
-	if err != nil {
-		refuse(req, queue.CodeBadRequest, err.Error(), nil)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
-	st, err := producer.JobStatus(ctx, h.q, id)
-	switch {
-	case errors.Is(err, job.ErrNotFound):
-		refuse(req, queue.CodeNotFound, fmt.Sprintf("no job %s (never submitted, removed, or expired)", id), nil)
-		return
-	case err != nil:
-		refuse(req, codeOf(err), fmt.Sprintf("job %s: %v", id, err), nil)
-		return
-	}
-	rep := statusReply(h.q.Opts, &st)
-	respond(req, &rep)
+	h.answerJob(req, func(ctx context.Context, id string) (job.Record, error) {
+		st, err := producer.JobStatus(ctx, h.q, id)
+		return st.Record, err
+	})
 }
 
 // cancel answers a request of the cancel endpoint: the job's status once
 // cancelled (or as it is, if it had ended).
 func (h *handler) cancel(req micro.Request) {
+	h.answerJob(req, func(ctx context.Context, id string) (job.Record, error) {
+		return producer.Cancel(ctx, h.q, id)
+	})
+}
+
+// answerJob answers a request that names a job (its id, or JSON {"job":
+// ...}) with the status of the record do returns for it.
+func (h *handler) answerJob(req micro.Request, do func(ctx context.Context, id string) (job.Record, error)) {
 	id, err := queue.ParseStatusRequest(req.Data())
 	if err != nil {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
@@ -239,7 +233,7 @@ func (h *handler) cancel(req micro.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rec, err := producer.Cancel(ctx, h.q, id)
+	rec, err := do(ctx, id)
 	switch {
 	case errors.Is(err, job.ErrNotFound):
 		refuse(req, queue.CodeNotFound, fmt.Sprintf("no job %s (never submitted, removed, or expired)", id), nil)
