@@ -170,8 +170,17 @@ func TestTwoWorkersShareAJob(t *testing.T) {
 	eachServer(t, func(t *testing.T, e *env) {
 		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 600)
 		var o1, o2 observer
-		e.run(e.worker(Options{Concurrency: 1, Observer: &o1, NoService: true}))
-		e.run(e.worker(Options{Concurrency: 1, Observer: &o2}))
+		// A millisecond a puzzle: the job lasts long enough for both to
+		// take turns, whichever hears of it first.
+		slow := func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
+			time.Sleep(time.Millisecond)
+			return sv.Solve(ctx, g, opts)
+		}
+		w1 := e.worker(Options{Concurrency: 1, Observer: &o1, NoService: true})
+		w2 := e.worker(Options{Concurrency: 1, Observer: &o2})
+		w1.solve, w2.solve = slow, slow
+		e.run(w1)
+		e.run(w2)
 		id := e.submit(puzzles, 20)
 		rs, rec := e.follow(id, 60*time.Second)
 		check(t, puzzles, rs)
