@@ -477,6 +477,11 @@ func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, 
 	}
 	s.mu.Unlock()
 	if rec.State == job.Finished {
+		// Its consumer goes once no message of it is left: one nak'ed
+		// (its count failed) is still to be delivered, and acked.
+		if n, err := s.q.WorkLeft(ctx, id); err != nil || n > 0 {
+			return
+		}
 		if err := s.q.DropJobWork(ctx, id); err != nil {
 			s.log.Debug("worker: a finished job's consumer stays until idle", "job", id, "err", err)
 		}

@@ -107,8 +107,16 @@ func (d *deployment) connect(t *testing.T, user string) *client {
 	var err error
 	// A generous connect timeout: the server checks a bcrypt hash at each
 	// connection, slow under the race detector on a busy machine.
-	c.nc, err = nats.Connect(d.natsURL, nats.UserInfo(user, u.NATSPassword), nats.Timeout(30*time.Second),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.ref.Note(err) }))
+	// Tried three times: a server slower to check the hash than its
+	// first PING to a new client ("expected 'PONG', got 'PING'") fails
+	// a connection that the next attempt makes.
+	for try := 0; try < 3; try++ {
+		c.nc, err = nats.Connect(d.natsURL, nats.UserInfo(user, u.NATSPassword), nats.Timeout(30*time.Second),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.ref.Note(err) }))
+		if err == nil {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
 	}
