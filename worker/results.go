@@ -180,10 +180,9 @@ func (w *Worker) finished(finished bool, id string) {
 	w.log.Debug("worker: job finished", "job", id)
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	if n, err := w.q.WorkLeft(ctx, id); err != nil || n > 0 {
-		return // left for the sweep, which drops it once it has delivered them
-	}
-	if err := w.q.DropJobWork(ctx, id); err != nil {
+	// A message left keeps it, for the sweep, which drops it once it has
+	// delivered them.
+	if _, err := w.q.DropDoneJobWork(ctx, id); err != nil {
 		w.log.Warn("worker: a finished job's consumer could not be removed; the server removes it when idle", "job", id, "err", err)
 	}
 }

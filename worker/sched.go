@@ -286,9 +286,7 @@ func (s *schedule) idle(t *turn, err error) {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 				defer cancel()
-				if n, err := s.q.WorkLeft(ctx, id); err == nil && n == 0 {
-					_ = s.q.DropJobWork(ctx, id)
-				}
+				_, _ = s.q.DropDoneJobWork(ctx, id)
 			}()
 		}
 		return
@@ -479,10 +477,7 @@ func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, 
 	if rec.State == job.Finished {
 		// Its consumer goes once no message of it is left: one nak'ed
 		// (its count failed) is still to be delivered, and acked.
-		if n, err := s.q.WorkLeft(ctx, id); err != nil || n > 0 {
-			return
-		}
-		if err := s.q.DropJobWork(ctx, id); err != nil {
+		if _, err := s.q.DropDoneJobWork(ctx, id); err != nil {
 			s.log.Debug("worker: a finished job's consumer stays until idle", "job", id, "err", err)
 		}
 	}

@@ -102,6 +102,18 @@ func (q *Queue) DropJobWork(ctx context.Context, id string) error {
 	return nil
 }
 
+// DropDoneJobWork deletes job id's consumer once no message of the job
+// is left in the work stream (none to deliver, none awaiting an ack), and
+// reports whether it did: a message left (a nak'ed batch still to be
+// delivered, a copy whose ack was lost) keeps it. An error of the look
+// at the stream keeps it too, without an error.
+func (q *Queue) DropDoneJobWork(ctx context.Context, id string) (bool, error) {
+	if n, err := q.WorkLeft(ctx, id); err != nil || n > 0 {
+		return false, nil
+	}
+	return true, q.DropJobWork(ctx, id)
+}
+
 // dropSharedConsumer deletes the consumer workers shared before work was
 // divided by job, if it exists: its filter overlaps every job's, which a
 // work-queue stream refuses. Its messages stay in the stream; each job's
