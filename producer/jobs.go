@@ -14,43 +14,124 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
-// Status is a job's record and how far its results are.
+// Status is a job's status as every door shows it: `sudoku job status`
+// and `job list`, GET /v1/jobs/{id} and the micro service's status and
+// cancel replies all encode this one type, read from the job's record
+// alone (O(1): no scan of its results). Its counts add up: Counts sum to
+// Done, and Invalid + Cached + Repeated + Queued to Lines.
 type Status struct {
-	job.Record
-	// BatchesDone of Record.Batches have their results, holding LinesDone
-	// lines; Counts are those results by status (lines repeating a line
-	// of another batch are counted as job.RepeatStatus). All come from the
-	// record, which whoever stores a batch's results updates.
-	BatchesDone, LinesDone int64
-	Counts                 job.Counts
+	ID string `json:"id"`
+	// State is "publishing" (batches are still being published; the
+	// counts grow), "published" (every batch is out; results are coming
+	// in), "finished" (every result is stored and counted: set by whoever
+	// stored the last ones, whether or not anyone reads the job),
+	// "cancelled" (its work not done left the queue; the results done stay
+	// readable) or "failed" (Error says why; the job will never complete).
+	State job.State `json:"state"`
+	Error string    `json:"error,omitempty"`
+	// Priority is the job's share of the workers (low, normal or high);
+	// First, Force and JSONResults are what else the job was asked to do.
+	Priority    job.Priority `json:"priority"`
+	First       bool         `json:"first,omitempty"`
+	Force       bool         `json:"force,omitempty"`
+	JSONResults bool         `json:"json_results"`
+	// Lines is the number of puzzle lines: the number of results. Of
+	// them, Invalid are not puzzles, Cached were answered from the cache,
+	// Repeated repeat an earlier line, and Queued went to the workers, in
+	// Batches messages (growing while the job is publishing).
+	Lines    int64 `json:"lines"`
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	Batches  int64 `json:"batches"`
+	// BatchesDone of Batches have their results, holding Done lines.
+	BatchesDone int64 `json:"batches_done"`
+	Done        int64 `json:"done"`
+	// Counts are the results so far by status, summing to Done ("repeat":
+	// a line that repeats a line of another batch, whose answer it has).
+	// Unsolved of them are answers other than a unique (or, in
+	// first-solution mode, any) solution: none, multiple, invalid or given
+	// up. They are answers, not failures of the job.
+	Counts   job.Counts `json:"counts"`
+	Unsolved int64      `json:"unsolved"`
+	// Complete is set once every batch of a published (or finished) job
+	// has its results: a reader will find them all.
+	Complete bool `json:"complete"`
+	// Progress is Done/Lines, from 0 to 1 (1 once finished); Rate is Done
+	// over the time since the job was created (until it ended), in lines
+	// per second.
+	Progress float64 `json:"progress"`
+	Rate     float64 `json:"rate"`
+	// Created is when the job was submitted; Finished when it reached its
+	// final state (absent until then); Elapsed the seconds in between (or
+	// until now).
+	Created  time.Time  `json:"created"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Elapsed  float64    `json:"elapsed_seconds"`
+	// Results says where the job's results appear.
+	Results queue.ResultsInfo `json:"results"`
 }
+
+// Live reports whether the job's results are still coming in: it is
+// publishing or published.
+func (s *Status) Live() bool { return s.State == job.Publishing || s.State == job.Published }
 
 // JobStatus returns the status of job id, read from its record alone.
 // Errors: job.ErrNotFound for an unknown job.
 func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 	rec, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
 	if err != nil {
-		return Status{Record: rec}, err
+		return Status{ID: id}, err
 	}
-	return StatusOf(rec), nil
+	return StatusOf(q.Opts, rec, time.Now()), nil
 }
 
-// StatusOf returns the status a record holds.
-func StatusOf(rec job.Record) Status {
-	if rec.Stale(time.Now()) {
+// StatusOf returns the status rec holds as of now, with where its results
+// are in the streams o names. A job whose producer stopped without a word
+// is shown failed at once, before a worker's sweep writes it.
+func StatusOf(o queue.Options, rec job.Record, now time.Time) Status {
+	if rec.Stale(now) {
 		rec.FailStale()
 	}
-	s := Status{Record: rec, Counts: job.Counts{}, BatchesDone: rec.DoneBatches, LinesDone: rec.LinesDone()}
-	for st, n := range rec.Counts {
+	r := &rec
+	form := queue.FormBinary
+	if r.Options.JSONResults {
+		form = queue.FormJSON
+	}
+	s := Status{ID: r.ID, State: r.State, Error: r.Error, Priority: r.Options.Priority.Or(),
+		First: r.Options.FirstSolution, Force: r.Options.Force, JSONResults: r.Options.JSONResults,
+		Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached, Repeated: r.Repeated, Queued: r.Queued, Batches: r.Batches,
+		BatchesDone: r.DoneBatches, Done: r.LinesDone(), Counts: make(job.Counts, len(r.Counts)),
+		Unsolved: r.Unsolved(), Complete: r.Complete(), Created: r.Created,
+		Results: o.ResultsOf(r.ID, form, r.ResultsFrom)}
+	for st, n := range r.Counts {
 		s.Counts[st] = n
+	}
+	end := now
+	if !r.Finished.IsZero() {
+		f := r.Finished
+		s.Finished, end = &f, f
+	}
+	switch {
+	case r.State == job.Finished:
+		s.Progress = 1
+	case r.Lines > 0:
+		s.Progress = min(1, float64(s.Done)/float64(r.Lines))
+	}
+	if !r.Created.IsZero() {
+		s.Elapsed = max(0, end.Sub(r.Created).Seconds())
+		if s.Elapsed > 0 {
+			s.Rate = float64(s.Done) / s.Elapsed
+		}
 	}
 	return s
 }
 
-// Jobs returns the records of the newest jobs, newest first. Records that
+// Jobs returns the status of the newest jobs, newest first. Records that
 // do not decode are skipped, with one warning to log (nil:
 // slog.Default()) naming them.
-func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]job.Record, error) {
+func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]Status, error) {
 	var bad []string
 	var first error
 	recs, err := job.NewStore(q.JS, q.Jobs).List(ctx, limit, func(id string, err error) {
@@ -61,7 +142,12 @@ func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]j
 		cmp.Or(log, slog.Default()).Warn("jobs: records that do not decode skipped", "bucket", q.Opts.JobsBucket(),
 			"count", len(bad), "ids", strings.Join(bad, ","), "first_err", first)
 	}
-	return recs, err
+	now := time.Now()
+	out := make([]Status, len(recs))
+	for i, r := range recs {
+		out[i] = StatusOf(q.Opts, r, now)
+	}
+	return out, err
 }
 
 // Cancel cancels job id: its record says cancelled (its producer stops
@@ -69,10 +155,10 @@ func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]j
 // takes another batch of it; the workers drop its batches left in the
 // work stream (stray work of an ended job) and finish or drop those they
 // hold; the results stored stay readable. It needs no right to purge the
-// work stream: a producer may cancel. It returns the record as
-// cancelled; a job that has ended already is left as it is (and
-// returned). Errors: job.ErrNotFound for an unknown job.
-func Cancel(ctx context.Context, q *queue.Queue, id string) (job.Record, error) {
+// work stream: a producer may cancel. It returns the job's status as
+// cancelled; a job that has ended already is left as it is (and its
+// status returned). Errors: job.ErrNotFound for an unknown job.
+func Cancel(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 	rec, err := job.NewStore(q.JS, q.Jobs).ApplyConfirmed(ctx, id, func(r *job.Record) error {
 		if !r.Cancel(time.Now()) {
 			return job.ErrUnchanged
@@ -80,14 +166,14 @@ func Cancel(ctx context.Context, q *queue.Queue, id string) (job.Record, error) 
 		return nil
 	}, func(r *job.Record) bool { return !r.State.Active() })
 	if err != nil {
-		return rec, err
+		return Status{ID: id}, err
 	}
 	if rec.State == job.Cancelled {
 		if err := q.DropJobWork(ctx, id); err != nil {
-			return rec, err
+			return Status{ID: id}, err
 		}
 	}
-	return rec, nil
+	return StatusOf(q.Opts, rec, time.Now()), nil
 }
 
 // Remove removes job id: it is cancelled first if it is running, then its
@@ -106,8 +192,3 @@ func Remove(ctx context.Context, q *queue.Queue, id string) error {
 	}
 	return job.NewStore(q.JS, q.Jobs).Delete(ctx, id)
 }
-
-// Unsolved returns the number of results that are not a unique (or, in
-// first-solution mode, any) solution, repeats apart: none, multiple,
-// invalid or given up. They are answers, not failures of the job.
-func (s *Status) Unsolved() int64 { return s.Record.Unsolved() }

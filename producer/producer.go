@@ -98,18 +98,38 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 // defaults filled in.
 func (p *Producer) Options() Options { return p.opts }
 
-// Submitted describes a job just submitted.
+// Submitted is what a submission did with each line: the one submit
+// reply, which `sudoku submit` prints, POST /v1/jobs and the micro
+// service's submit endpoint encode. Invalid + Cached + Repeated + Queued
+// is Lines.
 type Submitted struct {
-	ID string
-	// ResultsFrom is the job record's: its results are in the results
-	// stream from this sequence on (0: unknown).
-	ResultsFrom uint64
-	// Lines is the number of puzzle lines read; Invalid, Cached and
-	// Repeated of them needed no worker; Queued went to the workers in
-	// Batches messages (counting those the producer answered itself).
-	Lines, Invalid, Cached, Repeated, Queued, Batches int64
-	// InvalidLines are the first invalid lines' results, to report.
-	InvalidLines []result.Result
+	ID string `json:"id"`
+	// Lines is the number of puzzle lines read (JSON: elements), one
+	// result each; Accepted of them are puzzles and Invalid are not. Of
+	// the accepted ones, Cached were answered from the cache, Repeated
+	// repeat an earlier line, and Queued went to the workers in Batches
+	// messages (counting those the producer answered itself).
+	Lines    int64 `json:"lines"`
+	Accepted int64 `json:"accepted"`
+	Invalid  int64 `json:"invalid"`
+	Cached   int64 `json:"cached"`
+	Repeated int64 `json:"repeated"`
+	Queued   int64 `json:"queued"`
+	Batches  int64 `json:"batches"`
+	// InvalidLines are the first (up to 100) invalid lines: number, text
+	// and why.
+	InvalidLines []InvalidLine `json:"invalid_lines"`
+	// Results says where the job's results appear: in Results.Stream,
+	// from its sequence Results.StartSeq on (0: unknown).
+	Results queue.ResultsInfo `json:"results"`
+}
+
+// InvalidLine is a line of a job that is not a puzzle: its number, its
+// text and why.
+type InvalidLine struct {
+	Line   int    `json:"line"`
+	Puzzle string `json:"puzzle"`
+	Error  string `json:"error"`
 }
 
 // The defaults of Options, and so of the configuration's queue.batch_size,
@@ -182,7 +202,13 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	if err := in.RequirePuzzle(); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
-	s := &submission{p: p, sub: Submitted{ID: job.NewID()}, pub: newPublisher(p)}
+	id := job.NewID()
+	form := queue.FormBinary
+	if p.opts.JSONResults {
+		form = queue.FormJSON
+	}
+	s := &submission{p: p, sub: Submitted{ID: id, InvalidLines: []InvalidLine{}, Results: p.q.Opts.ResultsOf(id, form, 0)},
+		pub: newPublisher(p)}
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
 			JSONResults: p.opts.JSONResults, Priority: p.opts.Priority.Or()}}
@@ -191,7 +217,7 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	// the readers start by time, as they did before the field.
 	if info, err := p.q.Results.Info(cctx); err == nil {
 		s.rec.ResultsFrom = info.State.LastSeq + 1
-		s.sub.ResultsFrom = s.rec.ResultsFrom
+		s.sub.Results.StartSeq = s.rec.ResultsFrom
 	}
 	_, err := p.jobs.Create(cctx, &s.rec)
 	if err == nil {
@@ -215,6 +241,7 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 			s.fail(err)
 			err = fmt.Errorf("job %s: %w: %w", s.sub.ID, ErrSubmit, err)
 		}
+		s.sub.Accepted = s.sub.Lines - s.sub.Invalid
 		st.sub, st.err = s.sub, err
 	}()
 	return st, nil
@@ -384,7 +411,7 @@ func (s *submission) add(ctx context.Context, in input.Item, raw []byte) error {
 		}
 		s.sub.Invalid++
 		if len(s.sub.InvalidLines) < maxReported {
-			s.sub.InvalidLines = append(s.sub.InvalidLines, r)
+			s.sub.InvalidLines = append(s.sub.InvalidLines, InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
 		}
 	} else {
 		h := s.repeats.hash(&g)

@@ -200,7 +200,7 @@ func TestSubmitAndFollow(t *testing.T) {
 			t.Errorf("finished again: %v then %v", rec.Finished, rec2.Finished)
 		}
 		st, err := JobStatus(context.Background(), e.q.Queue, sub.ID)
-		if err != nil || st.LinesDone != rec.Lines || st.Unsolved() != 10 {
+		if err != nil || st.Done != rec.Lines || st.Unsolved != 10 {
 			t.Errorf("status %+v, %v", st, err)
 		}
 		// The readers deleted their consumers: none is left for the
@@ -366,7 +366,7 @@ func TestFailedSubmissionMarksTheJobFailed(t *testing.T) {
 		}
 		st, err := JobStatus(ctx, e.q.Queue, sub.ID)
 		if err != nil || st.State != job.Failed {
-			t.Errorf("status %+v, %v", st.Record, err)
+			t.Errorf("status %+v, %v", st, err)
 		}
 	})
 }
@@ -694,7 +694,7 @@ func TestStatusBeforeTheWorkers(t *testing.T) {
 	sub := e.submit(text, Options{BatchSize: 4})
 	ctx := context.Background()
 	st, err := JobStatus(ctx, e.q.Queue, sub.ID)
-	if err != nil || st.State != job.Published || st.BatchesDone != 0 || st.LinesDone != 0 || st.Batches != 3 {
+	if err != nil || st.State != job.Published || st.BatchesDone != 0 || st.Done != 0 || st.Batches != 3 {
 		t.Fatalf("status before any worker: %+v, %v", st, err)
 	}
 	e.worker(worker.Options{})
@@ -710,7 +710,7 @@ func TestStatusBeforeTheWorkers(t *testing.T) {
 	}
 	// Nobody read the results: the job is finished all the same, by the
 	// worker that stored the last ones.
-	if st.LinesDone != 12 || st.Counts[result.StatusUnique] != 12 || st.State != job.Finished || st.Finished.IsZero() {
+	if st.Done != 12 || st.Counts[result.StatusUnique] != 12 || st.State != job.Finished || st.Finished == nil {
 		t.Errorf("status when every batch is done, without a reader: %+v", st)
 	}
 }
@@ -1028,7 +1028,7 @@ func TestReadersStartAtResultsFrom(t *testing.T) {
 		same(t, <-done, local(t, text, false))
 		// JobStatus of the job (finished now): the counts are right.
 		st, err := JobStatus(ctx, e.q.Queue, sub.ID)
-		if err != nil || st.LinesDone != 12 || st.Counts[result.StatusUnique] != 12 || st.State != job.Finished {
+		if err != nil || st.Done != 12 || st.Counts[result.StatusUnique] != 12 || st.State != job.Finished {
 			t.Fatalf("status %+v, %v", st, err)
 		}
 	})

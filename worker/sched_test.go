@@ -147,7 +147,7 @@ func TestCancel(t *testing.T) {
 		ctx := context.Background()
 		puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
 		id := e.submit(puzzles, 5) // 60 batches
-		cancelled := make(chan job.Record, 1)
+		cancelled := make(chan producer.Status, 1)
 		var o order
 		var atCancel int // batches handled when Cancel returned
 		o.after = func(n int) {
@@ -162,7 +162,7 @@ func TestCancel(t *testing.T) {
 		}
 		e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
 		rec := <-cancelled
-		if rec.State != job.Cancelled || rec.Finished.IsZero() {
+		if rec.State != job.Cancelled || rec.Finished == nil {
 			t.Fatalf("cancelled record %+v", rec)
 		}
 		// No batch of it is solved after the cancel but those in work

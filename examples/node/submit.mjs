@@ -105,7 +105,7 @@ try {
   if (se) throw new Error(`the submit endpoint refused the job (code ${se.code}): ${se.description}`);
   const job = JSON.parse(sc.decode(m.data));
   if (job.results.form !== "json") throw new Error(`the job's results are in the ${job.results.form} form, not json`);
-  process.stderr.write(`job ${job.job}: ${job.lines} puzzles (${job.invalid} invalid, ${job.cached} cached, ${job.queued} queued) in ${job.batches} batches\n`);
+  process.stderr.write(`job ${job.id}: ${job.lines} puzzles (${job.invalid} invalid, ${job.cached} cached, ${job.queued} queued) in ${job.batches} batches\n`);
 
   // Every results message is one batch; batches cover consecutive lines,
   // so printing them by batch index prints the results in input order.
@@ -121,13 +121,13 @@ try {
   const held = new Map();
   let next = 0;
   const timer = setTimeout(() => {
-    process.stderr.write(`submit.mjs: job ${job.job}: ${next} of ${job.batches} batches in after ${opts.timeout}s; ask its status with: nats req ${opts.prefix}.status ${job.job}\n`);
+    process.stderr.write(`submit.mjs: job ${job.id}: ${next} of ${job.batches} batches in after ${opts.timeout}s; ask its status with: nats req ${opts.prefix}.status ${job.id}\n`);
     status = 1;
     messages.stop();
   }, opts.timeout * 1000);
   for await (const msg of messages) {
     const batch = msg.json();
-    if (batch.v !== 1 || batch.job !== job.job) throw new Error(`unexpected results message on ${msg.subject}`);
+    if (batch.v !== 1 || batch.job !== job.id) throw new Error(`unexpected results message on ${msg.subject}`);
     held.set(batch.batch, batch);
     while (held.has(next)) {
       const results = held.get(next).results;
@@ -141,7 +141,7 @@ try {
   }
   clearTimeout(timer);
   messages.stop();
-  if (next < job.batches && status === 0) throw new Error(`job ${job.job}: the results ended after ${next} of ${job.batches} batches`);
+  if (next < job.batches && status === 0) throw new Error(`job ${job.id}: the results ended after ${next} of ${job.batches} batches`);
   if (unsolved > 0) {
     process.stderr.write(`submit.mjs: ${unsolved} of ${job.lines} puzzles without a unique solution\n`);
     status = 1;

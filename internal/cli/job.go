@@ -42,7 +42,7 @@ them; these commands need NATS only.`,
 			if err != nil {
 				return jobError(args[0], err)
 			}
-			printJob(cmd.OutOrStdout(), &s, time.Now())
+			printJob(cmd.OutOrStdout(), &s)
 			return nil
 		},
 	})
@@ -84,16 +84,15 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 				return err
 			}
 			defer conn.Close()
-			recs, err := producer.Jobs(cmd.Context(), conn.Queue, limit, log)
+			sts, err := producer.Jobs(cmd.Context(), conn.Queue, limit, log)
 			if err != nil {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tCREATED\tSTATE\tPRIORITY\tLINES\tDONE\tQUEUED\tCACHED\tREPEATED\tINVALID\tUNSOLVED")
-			for _, r := range recs {
-				s := producer.StatusOf(r)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.ID, r.Created.UTC().Format("2006-01-02 15:04:05"),
-					s.State, r.Options.Priority.Or(), r.Lines, s.LinesDone, r.Queued, r.Cached, r.Repeated, r.Invalid, s.Unsolved())
+			for _, s := range sts {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.ID, s.Created.UTC().Format("2006-01-02 15:04:05"),
+					s.State, s.Priority, s.Lines, s.Done, s.Queued, s.Cached, s.Repeated, s.Invalid, s.Unsolved)
 			}
 			return w.Flush()
 		},
@@ -116,16 +115,16 @@ which then exits with status 3. A job that has ended is left as it is.`,
 			defer conn.Close()
 			var errs []error
 			for _, id := range args {
-				rec, err := producer.Cancel(cmd.Context(), conn.Queue, id)
+				st, err := producer.Cancel(cmd.Context(), conn.Queue, id)
 				if err != nil {
 					errs = append(errs, jobError(id, err))
 					continue
 				}
-				if rec.State != job.Cancelled {
-					fmt.Fprintf(cmd.ErrOrStderr(), "job %s is %s already: left as it is\n", id, rec.State)
+				if st.State != job.Cancelled {
+					fmt.Fprintf(cmd.ErrOrStderr(), "job %s is %s already: left as it is\n", id, st.State)
 					continue
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "job %s cancelled: %d of %d lines done\n", id, rec.LinesDone(), rec.Lines)
+				fmt.Fprintf(cmd.ErrOrStderr(), "job %s cancelled: %d of %d lines done\n", id, st.Done, st.Lines)
 			}
 			return errors.Join(errs...)
 		},
@@ -171,33 +170,27 @@ func jobIDs(_ *cobra.Command, args []string) error {
 // line's answer comes from (the workers, the cache, an earlier line, or
 // none for an invalid one), so that a job answered without the workers
 // shows its lines all the same.
-func printJob(w io.Writer, s *producer.Status, now time.Time) {
-	r := &s.Record
-	fmt.Fprintf(w, "job       %s\n", r.ID)
-	fmt.Fprintf(w, "state     %s\n", r.State)
-	fmt.Fprintf(w, "priority  %s\n", r.Options.Priority.Or())
-	if r.Error != "" {
-		fmt.Fprintf(w, "error     %s\n", r.Error)
+func printJob(w io.Writer, s *producer.Status) {
+	fmt.Fprintf(w, "job       %s\n", s.ID)
+	fmt.Fprintf(w, "state     %s\n", s.State)
+	fmt.Fprintf(w, "priority  %s\n", s.Priority)
+	if s.Error != "" {
+		fmt.Fprintf(w, "error     %s\n", s.Error)
 	}
-	fmt.Fprintf(w, "created   %s\n", r.Created.UTC().Format(time.RFC3339))
-	if !r.Finished.IsZero() {
-		fmt.Fprintf(w, "finished  %s\n", r.Finished.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "created   %s\n", s.Created.UTC().Format(time.RFC3339))
+	if s.Finished != nil {
+		fmt.Fprintf(w, "finished  %s\n", s.Finished.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, "lines     %d: %d to the workers, %d cached, %d repeated, %d invalid\n",
-		r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid)
-	pct := 100.0
-	if r.Lines > 0 {
-		pct = 100 * float64(s.LinesDone) / float64(r.Lines)
-	}
-	total := fmt.Sprint(r.Batches)
-	if r.State == job.Publishing {
+		s.Lines, s.Queued, s.Cached, s.Repeated, s.Invalid)
+	total := fmt.Sprint(s.Batches)
+	if s.State == job.Publishing {
 		total += " so far"
 	}
-	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.LinesDone, r.Lines, pct, s.BatchesDone, total)
+	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.Done, s.Lines, 100*s.Progress, s.BatchesDone, total)
 	// A rate only while results are coming.
-	live := r.State == job.Publishing || r.State == job.Published
-	if el := now.Sub(r.Created).Seconds(); live && el > 0 && s.LinesDone > 0 && s.LinesDone < r.Lines {
-		fmt.Fprintf(w, "rate      %.0f lines/s since created\n", float64(s.LinesDone)/el)
+	if s.Live() && s.Done > 0 && s.Done < s.Lines && s.Rate > 0 {
+		fmt.Fprintf(w, "rate      %.0f lines/s since created\n", s.Rate)
 	}
 	var parts []string
 	for _, st := range result.Statuses {
@@ -217,5 +210,5 @@ func printJob(w io.Writer, s *producer.Status, now time.Time) {
 		parts = append(parts, "none yet")
 	}
 	fmt.Fprintf(w, "results   %s\n", strings.Join(parts, ", "))
-	fmt.Fprintf(w, "unsolved  %d (no unique solution: none, several, invalid or given up)\n", s.Unsolved())
+	fmt.Fprintf(w, "unsolved  %d (no unique solution: none, several, invalid or given up)\n", s.Unsolved)
 }

@@ -270,8 +270,8 @@ func TestJobTextMatchesLocal(t *testing.T) {
 	j := e.waitJob(s.ID, 10*time.Second)
 	if j.Lines != 403 || j.Queued != 400 || j.Invalid != 2 || j.Repeated != 1 || j.Cached != 0 || j.Done != 403 ||
 		j.Batches != 9 || j.BatchesDone != 9 || j.Progress != 1 || j.Finished == nil || j.Error != "" ||
-		len(j.Counts) != 3 || j.Counts[string(result.StatusUnique)] != 400 || j.Counts[string(result.StatusInvalid)] != 2 ||
-		j.Counts[string(job.RepeatStatus)] != 1 ||
+		len(j.Counts) != 3 || j.Counts[result.StatusUnique] != 400 || j.Counts[result.StatusInvalid] != 2 ||
+		j.Counts[job.RepeatStatus] != 1 ||
 		j.Unsolved != 2 || j.Rate <= 0 {
 		t.Errorf("job: %+v", j)
 	}
@@ -286,7 +286,7 @@ func TestJobTextMatchesLocal(t *testing.T) {
 		t.Errorf("second submission: %+v", s2)
 	}
 	j2 := e.waitJob(s2.ID, 10*time.Second)
-	if j2.Cached != 400 || j2.Queued != 0 || j2.Done != 403 || j2.Progress != 1 || j2.Counts[string(result.StatusUnique)] != 400 {
+	if j2.Cached != 400 || j2.Queued != 0 || j2.Done != 403 || j2.Progress != 1 || j2.Counts[result.StatusUnique] != 400 {
 		t.Errorf("cached job: %+v", j2)
 	}
 	res, data := e.get("/v1/jobs/" + s2.ID + "/results?format=text")
@@ -557,7 +557,7 @@ func TestJobFinishedWithoutReader(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	want := map[string]int64{string(result.StatusUnique): 60, string(job.RepeatStatus): 1, string(result.StatusInvalid): 1}
+	want := job.Counts{result.StatusUnique: 60, job.RepeatStatus: 1, result.StatusInvalid: 1}
 	if !maps.Equal(j.Counts, want) || j.Done != 62 || j.BatchesDone != 2 || j.Progress != 1 || j.Unsolved != 1 ||
 		j.Finished == nil || j.Elapsed <= 0 {
 		t.Errorf("finished job: %+v; want counts %v", j, want)
@@ -705,7 +705,7 @@ func TestCacheDown(t *testing.T) {
 			t.Errorf("results of job %s with the cache down: %d\n got %.200s\nwant %.200s", id, res.StatusCode, data, want)
 		}
 	}
-	if j := e.waitJob(s.ID, 10*time.Second); j.Done != 100 || j.Counts[string(result.StatusUnique)] != 100 {
+	if j := e.waitJob(s.ID, 10*time.Second); j.Done != 100 || j.Counts[result.StatusUnique] != 100 {
 		t.Errorf("job with the cache down: %+v", j)
 	}
 	res, data = e.get("/v1/jobs")
@@ -1121,7 +1121,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		}
 	}
 	for name, v := range map[string]any{
-		"Solution": Solution{}, "Result": result.Result{}, "Submitted": Submitted{}, "InvalidLine": InvalidLine{},
+		"Solution": Solution{}, "Result": result.Result{}, "Submitted": Submitted{}, "InvalidLine": producer.InvalidLine{},
 		"Links": Links{}, "Job": Job{}, "JobList": JobList{}, "Stats": Stats{}, "QueueStats": QueueStats{},
 		"CacheStats": CacheStats{}, "Error": errorBody{},
 	} {

@@ -20,33 +20,11 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
-// Submitted is the answer to POST /v1/jobs: the job's id and what the
-// submission did with each line.
+// Submitted is the answer to POST /v1/jobs: the one submit reply
+// (producer.Submitted) and the job's URLs.
 type Submitted struct {
-	ID string `json:"id"`
-	// Lines is the number of puzzle lines (JSON: elements) read; Accepted
-	// of them are puzzles and Invalid are not. Of the accepted ones, Cached
-	// were answered from the cache, Repeated were seen before in the job,
-	// and Queued distinct puzzles went to the workers in Batches messages.
-	Lines    int64 `json:"lines"`
-	Accepted int64 `json:"accepted"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	Batches  int64 `json:"batches"`
-	// InvalidLines are the first (up to 100) invalid lines: line number,
-	// text and why.
-	InvalidLines []InvalidLine `json:"invalid_lines"`
-	// Links are the job's URLs.
+	producer.Submitted
 	Links Links `json:"links"`
-}
-
-// InvalidLine is a line of a job that is not a puzzle.
-type InvalidLine struct {
-	Line   int    `json:"line"`
-	Puzzle string `json:"puzzle"`
-	Error  string `json:"error"`
 }
 
 // Links are the URLs of a job.
@@ -150,9 +128,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		e := bodyError(err)
 		switch {
 		case e != nil:
-		case errors.Is(err, input.ErrEmpty):
-			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", input.ErrEmpty)
-		case errors.Is(err, producer.ErrTooMuchGrowth):
+		case producer.KindOf(err) == producer.KindBadRequest:
 			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", err)
 		default:
 			e = s.dependencyError(ctx, err)
@@ -172,15 +148,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		// did not answer is a miss).
 		s.metrics.cacheLookups(sub.Cached, sub.Queued)
 	}
-	out := Submitted{
-		ID: sub.ID, Lines: sub.Lines, Accepted: sub.Lines - sub.Invalid, Invalid: sub.Invalid,
-		Cached: sub.Cached, Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches,
-		InvalidLines: make([]InvalidLine, 0, len(sub.InvalidLines)),
-		Links:        jobLinks(sub.ID),
-	}
-	for _, r := range sub.InvalidLines {
-		out.InvalidLines = append(out.InvalidLines, InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
-	}
+	out := Submitted{Submitted: sub, Links: jobLinks(sub.ID)}
 	w.Header().Set("Location", out.Links.Self)
 	writeJSON(w, http.StatusAccepted, &out)
 	return nil
@@ -301,79 +269,15 @@ func boolParam(r *http.Request, name string) (bool, error) {
 	return b, nil
 }
 
-// Job is a job's record and progress as the API shows it.
+// Job is a job's status as the API shows it: the one status type
+// (producer.Status) and the job's URLs.
 type Job struct {
-	ID string `json:"id"`
-	// State is "publishing" (batches are still being published),
-	// "published" (every batch is out; results are coming in), "finished"
-	// (every result is in and counted: set by whoever stored the last
-	// ones), "cancelled" (its work not done left the queue; the results
-	// done stay) or "failed" (the submission stopped; Error says why, and
-	// the job has no results).
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-	// Lines is the number of puzzle lines: the number of results. Of
-	// them, Invalid are not puzzles, Cached were answered from the cache,
-	// Repeated repeat an earlier line, and Queued went to the workers.
-	Lines    int64 `json:"lines"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	// Done lines have their result, in BatchesDone of Batches batches.
-	Done        int64 `json:"done"`
-	Batches     int64 `json:"batches"`
-	BatchesDone int64 `json:"batches_done"`
-	// Progress is Done/Lines, from 0 to 1 (1 once finished).
-	Progress float64 `json:"progress"`
-	// Rate is Done over the time since the job was created (until it
-	// finished), in lines per second.
-	Rate float64 `json:"rate"`
-	// Counts are the results so far by status ("repeat": a line that
-	// repeats a line of another batch, whose answer it has); they sum to
-	// Done. Unsolved of them are answers other than a unique solution
-	// (none, multiple, invalid, gave_up): answers, not failures.
-	Counts   map[string]int64 `json:"counts"`
-	Unsolved int64            `json:"unsolved"`
-	// Priority is the job's share of the workers: low, normal or high.
-	Priority string `json:"priority"`
-	// Created is when the job was submitted; Finished when its results
-	// were all collected (absent until then); Elapsed the seconds in
-	// between (or until now).
-	Created  time.Time  `json:"created"`
-	Finished *time.Time `json:"finished,omitempty"`
-	Elapsed  float64    `json:"elapsed_seconds"`
-	Links    Links      `json:"links"`
+	producer.Status
+	Links Links `json:"links"`
 }
 
-// jobView converts a job's status, as of now.
-func jobView(st *producer.Status, now time.Time) Job {
-	r := &st.Record
-	v := Job{ID: r.ID, State: string(r.State), Error: r.Error, Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached,
-		Repeated: r.Repeated, Queued: r.Queued, Done: st.LinesDone, Batches: r.Batches, BatchesDone: st.BatchesDone,
-		Counts: map[string]int64{}, Unsolved: st.Unsolved(), Priority: string(r.Options.Priority.Or()), Created: r.Created, Links: jobLinks(r.ID)}
-	for k, n := range st.Counts {
-		v.Counts[string(k)] = n
-	}
-	end := now
-	if !r.Finished.IsZero() {
-		f := r.Finished
-		v.Finished, end = &f, f
-	}
-	switch {
-	case r.State == job.Finished:
-		v.Progress = 1
-	case r.Lines > 0:
-		v.Progress = min(1, float64(v.Done)/float64(r.Lines))
-	}
-	if !r.Created.IsZero() {
-		v.Elapsed = max(0, end.Sub(r.Created).Seconds())
-		if v.Elapsed > 0 {
-			v.Rate = float64(v.Done) / v.Elapsed
-		}
-	}
-	return v
-}
+// jobView adds its links to a job's status.
+func jobView(st producer.Status) Job { return Job{Status: st, Links: jobLinks(st.ID)} }
 
 // jobStatus reads the status of the job named in r's path.
 func (s *Server) jobStatus(r *http.Request) (producer.Status, error) {
@@ -384,7 +288,7 @@ func (s *Server) jobStatus(r *http.Request) (producer.Status, error) {
 	}
 	st, err := producer.JobStatus(r.Context(), s.q, id)
 	switch {
-	case errors.Is(err, job.ErrNotFound):
+	case producer.KindOf(err) == producer.KindNotFound:
 		return st, errorf(http.StatusNotFound, CodeJobNotFound, "no job %s (never submitted, removed, or expired)", id)
 	case err != nil:
 		return st, queueUnavailable(err)
@@ -398,7 +302,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := jobView(&st, time.Now())
+	v := jobView(st)
 	writeJSON(w, http.StatusOK, &v)
 	return nil
 }
@@ -411,12 +315,11 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.jobStatus(r); err != nil {
 		return err
 	}
-	rec, err := producer.Cancel(r.Context(), s.q, r.PathValue("id"))
+	st, err := producer.Cancel(r.Context(), s.q, r.PathValue("id"))
 	if err != nil {
 		return queueUnavailable(err)
 	}
-	st := producer.StatusOf(rec)
-	v := jobView(&st, time.Now())
+	v := jobView(st)
 	writeJSON(w, http.StatusOK, &v)
 	return nil
 }
@@ -450,15 +353,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // jobViews returns the newest jobs' views, from their records alone.
 func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
-	recs, err := producer.Jobs(ctx, s.q, limit, s.opts.Logger)
+	sts, err := producer.Jobs(ctx, s.q, limit, s.opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	out := make([]Job, 0, len(recs))
-	for _, rec := range recs {
-		st := producer.StatusOf(rec)
-		out = append(out, jobView(&st, now))
+	out := make([]Job, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, jobView(st))
 	}
 	return out, nil
 }
@@ -499,13 +400,13 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id := st.Record.ID
-	if st.Record.State == job.Failed {
-		return errorf(http.StatusConflict, CodeJobFailed, "job %s failed and has no results: %s", id, st.Record.Error)
+	id := st.ID
+	if st.State == job.Failed {
+		return errorf(http.StatusConflict, CodeJobFailed, "job %s failed and has no results: %s", id, st.Error)
 	}
-	if !wait && !st.Record.Complete() && st.Record.State != job.Cancelled {
+	if !wait && !st.Complete && st.State != job.Cancelled {
 		return errorf(http.StatusConflict, CodeJobNotFinished, "job %s is not finished: %d of %d lines done",
-			id, st.LinesDone, st.Record.Lines)
+			id, st.Done, st.Lines)
 	}
 
 	ctx, cancel := context.WithCancel(r.Context())

@@ -52,8 +52,8 @@ func TestRealJobOverHTTPMatchesLocal(t *testing.T) {
 		}
 	}
 	j := e.waitJob(s.ID, 30*time.Second)
-	if j.Done != 2004 || j.Counts[string(result.StatusUnique)] != 2000 || j.Counts[string(job.RepeatStatus)] != 1 ||
-		j.Counts[string(result.StatusInvalid)] != 3 {
+	if j.Done != 2004 || j.Counts[result.StatusUnique] != 2000 || j.Counts[job.RepeatStatus] != 1 ||
+		j.Counts[result.StatusInvalid] != 3 {
 		t.Errorf("job: %+v", j)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -173,35 +172,6 @@ func ParseSubmitRequest(data []byte) (r SubmitRequest, text []byte, err error) {
 	return r, nil, nil
 }
 
-// SubmitReply is the submit endpoint's reply: the job, what the
-// submission did with its lines, and where its results appear.
-type SubmitReply struct {
-	// Job is the job's id.
-	Job string `json:"job"`
-	// Lines is the number of puzzle lines read (one result each); Invalid
-	// of them are not puzzles, Cached were answered from the cache,
-	// Repeated repeat an earlier line (never with JSON results), and
-	// Queued went to the workers; the results come in Batches messages.
-	Lines    int64 `json:"lines"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	Batches  int64 `json:"batches"`
-	// InvalidLines are the first (up to 100) invalid lines.
-	InvalidLines []InvalidLine `json:"invalid_lines,omitempty"`
-	// Results says where the job's results appear.
-	Results ResultsInfo `json:"results"`
-}
-
-// InvalidLine is a line of a job that is not a puzzle: its number, its
-// text and why.
-type InvalidLine struct {
-	Line   int    `json:"line"`
-	Puzzle string `json:"puzzle"`
-	Error  string `json:"error"`
-}
-
 // ResultsInfo says where a job's results are: one message per batch, on
 // Filter's subjects (Prefix.results.<job>.<batch>) in Stream, in Form
 // (FormJSON or FormBinary), none before the stream's sequence StartSeq
@@ -249,44 +219,4 @@ func ParseStatusRequest(data []byte) (string, error) {
 		return "", fmt.Errorf("job id %q: want the id the submit endpoint returned (up to %d lower-case letters a-v and digits)", s, job.MaxJobID)
 	}
 	return r.Job, nil
-}
-
-// StatusReply is the status endpoint's reply: a job's record and how far
-// its results are (producer.JobStatus).
-type StatusReply struct {
-	Job string `json:"job"`
-	// State is "publishing", "published", "finished", "cancelled" or
-	// "failed" (Error says why).
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-	// First, Force, JSONResults and Priority are what the job was asked
-	// to do.
-	First       bool   `json:"first,omitempty"`
-	Force       bool   `json:"force,omitempty"`
-	JSONResults bool   `json:"json_results"`
-	Priority    string `json:"priority"`
-	// Lines ... Batches are as in SubmitReply (growing while the job is
-	// publishing).
-	Lines    int64 `json:"lines"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	Batches  int64 `json:"batches"`
-	// BatchesDone of Batches have their results, holding LinesDone lines;
-	// Counts are those results by status, summing to LinesDone ("repeat":
-	// a line that repeats a line of another batch, whose answer it has).
-	BatchesDone int64            `json:"batches_done"`
-	LinesDone   int64            `json:"lines_done"`
-	Counts      map[string]int64 `json:"counts"`
-	// Complete is set once every batch of a published (or finished) job
-	// has its results: a reader has them all.
-	Complete bool `json:"complete"`
-	// Created is when the job was submitted; Finished when it reached its
-	// final state (finished: set by whoever stored its last results;
-	// cancelled; failed).
-	Created  time.Time  `json:"created"`
-	Finished *time.Time `json:"finished,omitempty"`
-	// Results says where the job's results appear.
-	Results ResultsInfo `json:"results"`
 }

@@ -146,7 +146,7 @@ func TestProducerSIGKILL(t *testing.T) {
 	}
 	checkSolutions(t, puzzles[:solved], waiter.stdout.String())
 	st := s.status(killed.ID)
-	if st.State != job.Failed || !strings.Contains(st.Error, "its producer stopped publishing") || st.LinesDone != solved {
+	if st.State != job.Failed || !strings.Contains(st.Error, "its producer stopped publishing") || st.Done != solved {
 		t.Errorf("the killed job after job wait: %+v", st)
 	}
 	status, _ := s.mustRun(cli.ExitOK, "job", "status", killed.ID)

@@ -623,7 +623,7 @@ func (s *sys) checkJob(id string, w want) producer.Status {
 		w.counts = job.Counts{result.StatusUnique: w.lines}
 	}
 	st := s.status(id)
-	r := &st.Record
+	r := &st
 	if w.queued < 0 {
 		w.queued = r.Queued
 		answered := r.Lines - r.Invalid - r.Repeated // by the producer from the cache, or by the workers
@@ -633,7 +633,7 @@ func (s *sys) checkJob(id string, w want) producer.Status {
 		}
 	}
 	got := fmt.Sprintf("state %s, %d lines: %d queued, %d cached, %d repeated, %d invalid; counts %v; %d of %d batches, %d lines done",
-		r.State, r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid, job.Counts(r.Counts), st.BatchesDone, r.Batches, st.LinesDone)
+		r.State, r.Lines, r.Queued, r.Cached, r.Repeated, r.Invalid, r.Counts, st.BatchesDone, r.Batches, st.Done)
 	wantRec := fmt.Sprintf("state finished, %d lines: %d queued, %d cached, 0 repeated, %d invalid; counts %v; %d of %d batches, %d lines done",
 		w.lines, w.queued, w.cached, w.counts[result.StatusInvalid], w.counts, r.Batches, r.Batches, w.lines)
 	if got != wantRec {

@@ -103,7 +103,7 @@ func TestPoisonBatch(t *testing.T) {
 	if row := dlqRow(table, dl.Seq); !strings.Contains(row, "max_deliver") || !strings.Contains(row, poisonID) {
 		t.Fatalf("dlq list does not show it:\n%s", table)
 	}
-	if st := s.status(poisonID); st.LinesDone != 0 || st.State != job.Published {
+	if st := s.status(poisonID); st.Done != 0 || st.State != job.Published {
 		t.Fatalf("the poison job: %+v", st)
 	}
 

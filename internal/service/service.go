@@ -29,8 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
@@ -145,17 +143,8 @@ func (h *handler) submit(req micro.Request) {
 		refuse(req, codeOf(err), desc, data)
 		return
 	}
-	form := queue.FormBinary
-	if opts.JSONResults {
-		form = queue.FormJSON
-	}
-	rep := queue.SubmitReply{Job: sub.ID, Lines: sub.Lines, Invalid: sub.Invalid, Cached: sub.Cached,
-		Repeated: sub.Repeated, Queued: sub.Queued, Batches: sub.Batches, Results: h.q.Opts.ResultsOf(sub.ID, form, sub.ResultsFrom)}
-	for _, r := range sub.InvalidLines {
-		rep.InvalidLines = append(rep.InvalidLines, queue.InvalidLine{Line: r.Line, Puzzle: r.Puzzle, Error: r.Error})
-	}
-	h.log.Info("job submitted over NATS", "job", sub.ID, "lines", sub.Lines, "batches", sub.Batches, "form", form)
-	respond(req, &rep)
+	h.log.Info("job submitted over NATS", "job", sub.ID, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
+	respond(req, &sub)
 }
 
 // respond answers req with v as JSON, without escaping '<', '>' and '&'
@@ -209,23 +198,22 @@ func oneLine(p string) string {
 
 // status answers a request of the status endpoint.
 func (h *handler) status(req micro.Request) {
-	h.answerJob(req, func(ctx context.Context, id string) (job.Record, error) {
-		st, err := producer.JobStatus(ctx, h.q, id)
-		return st.Record, err
+	h.answerJob(req, func(ctx context.Context, id string) (producer.Status, error) {
+		return producer.JobStatus(ctx, h.q, id)
 	})
 }
 
 // cancel answers a request of the cancel endpoint: the job's status once
 // cancelled (or as it is, if it had ended).
 func (h *handler) cancel(req micro.Request) {
-	h.answerJob(req, func(ctx context.Context, id string) (job.Record, error) {
+	h.answerJob(req, func(ctx context.Context, id string) (producer.Status, error) {
 		return producer.Cancel(ctx, h.q, id)
 	})
 }
 
 // answerJob answers a request that names a job (its id, or JSON {"job":
 // ...}) with the status of the record do returns for it.
-func (h *handler) answerJob(req micro.Request, do func(ctx context.Context, id string) (job.Record, error)) {
+func (h *handler) answerJob(req micro.Request, do func(ctx context.Context, id string) (producer.Status, error)) {
 	id, err := queue.ParseStatusRequest(req.Data())
 	if err != nil {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
@@ -233,65 +221,29 @@ func (h *handler) answerJob(req micro.Request, do func(ctx context.Context, id s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rec, err := do(ctx, id)
+	st, err := do(ctx, id)
 	switch {
-	case errors.Is(err, job.ErrNotFound):
+	case producer.KindOf(err) == producer.KindNotFound:
 		refuse(req, queue.CodeNotFound, fmt.Sprintf("no job %s (never submitted, removed, or expired)", id), nil)
 		return
 	case err != nil:
 		refuse(req, codeOf(err), fmt.Sprintf("job %s: %v", id, err), nil)
 		return
 	}
-	st := producer.StatusOf(rec)
-	rep := statusReply(h.q.Opts, &st)
-	respond(req, &rep)
+	respond(req, &st)
 }
 
-// statusReply converts a job's status.
-func statusReply(o queue.Options, st *producer.Status) queue.StatusReply {
-	r := &st.Record
-	form := queue.FormBinary
-	if r.Options.JSONResults {
-		form = queue.FormJSON
-	}
-	rep := queue.StatusReply{Job: r.ID, State: string(r.State), Error: r.Error,
-		First: r.Options.FirstSolution, Force: r.Options.Force, JSONResults: r.Options.JSONResults,
-		Priority: string(r.Options.Priority.Or()),
-		Lines:    r.Lines, Invalid: r.Invalid, Cached: r.Cached, Repeated: r.Repeated, Queued: r.Queued,
-		Batches: r.Batches, BatchesDone: st.BatchesDone, LinesDone: st.LinesDone,
-		Counts:   make(map[string]int64, len(st.Counts)),
-		Complete: r.Complete(),
-		Created:  r.Created, Results: o.ResultsOf(r.ID, form, r.ResultsFrom)}
-	for k, n := range st.Counts {
-		rep.Counts[string(k)] = n
-	}
-	if !r.Finished.IsZero() {
-		f := r.Finished
-		rep.Finished = &f
-	}
-	return rep
+// codes are the micro error codes of producer's kinds of failure.
+var codes = map[producer.Kind]string{
+	producer.KindBadRequest:  queue.CodeBadRequest,
+	producer.KindNotFound:    queue.CodeNotFound,
+	producer.KindUnavailable: queue.CodeUnavailable,
+	producer.KindInternal:    queue.CodeInternal,
 }
 
-// codeOf returns the error code for a failure of JetStream: 503 when it
-// did not answer (try again later), 500 otherwise.
-func codeOf(err error) string {
-	if errors.Is(err, producer.ErrTooMuchGrowth) {
-		return queue.CodeBadRequest
-	}
-	for _, e := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
-		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
-		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
-		jetstream.ErrNoHeartbeat} {
-		if errors.Is(err, e) {
-			return queue.CodeUnavailable
-		}
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.Code == 503 {
-		return queue.CodeUnavailable
-	}
-	return queue.CodeInternal
-}
+// codeOf returns the error code of a failure of a call on a job:
+// CodeUnavailable when JetStream did not answer (try again later).
+func codeOf(err error) string { return codes[producer.KindOf(err)] }
 
 // refuse answers req with a micro error. A header holds one line: the
 // description's line breaks become spaces.

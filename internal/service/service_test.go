@@ -110,7 +110,7 @@ func (r *clientResult) text() string {
 // would: every message on the reply's filter in its stream, with a plain
 // ordered consumer, until there are batches of them; then in input order
 // (by batch index), as text lines.
-func readResults(t *testing.T, js jetstream.JetStream, rep *queue.SubmitReply) []string {
+func readResults(t *testing.T, js jetstream.JetStream, rep *producer.Submitted) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -125,13 +125,13 @@ func readResults(t *testing.T, js jetstream.JetStream, rep *queue.SubmitReply) [
 	for int64(len(batches)) < rep.Batches {
 		m, err := c.Next(jetstream.FetchMaxWait(20 * time.Second))
 		if err != nil {
-			t.Fatalf("job %s: %d of %d results messages: %v", rep.Job, len(batches), rep.Batches, err)
+			t.Fatalf("job %s: %d of %d results messages: %v", rep.ID, len(batches), rep.Batches, err)
 		}
 		var b clientBatch
 		if err := json.Unmarshal(m.Data(), &b); err != nil {
 			t.Fatalf("results message %s is not JSON: %v: %.100q", m.Subject(), err, m.Data())
 		}
-		if b.V != 1 || b.Job != rep.Job || !strings.HasSuffix(m.Subject(), "."+strconv.FormatInt(b.Batch, 10)) {
+		if b.V != 1 || b.Job != rep.ID || !strings.HasSuffix(m.Subject(), "."+strconv.FormatInt(b.Batch, 10)) {
 			t.Fatalf("results message on %s: v %d, job %s, batch %d", m.Subject(), b.V, b.Job, b.Batch)
 		}
 		batches = append(batches, b)
@@ -231,11 +231,11 @@ func TestSubmit(t *testing.T) {
 					if se != nil {
 						t.Fatalf("submit: %v", se)
 					}
-					var rep queue.SubmitReply
+					var rep producer.Submitted
 					if err := json.Unmarshal(data, &rep); err != nil {
 						t.Fatalf("submit reply %s: %v", data, err)
 					}
-					want := queue.ResultsInfo{Stream: tq.Opts.ResultsStream(), Filter: tq.Opts.ResultsFilter(rep.Job), Form: tc.form,
+					want := queue.ResultsInfo{Stream: tq.Opts.ResultsStream(), Filter: tq.Opts.ResultsFilter(rep.ID), Form: tc.form,
 						StartSeq: max(1, rep.Results.StartSeq)}
 					if rep.Results != want || rep.Invalid != tc.invalid || len(rep.InvalidLines) != int(tc.invalid) || rep.Repeated != 0 && tc.form == queue.FormJSON {
 						t.Fatalf("submit reply %s: want results %+v and %d invalid lines", data, want, tc.invalid)
@@ -254,9 +254,9 @@ func TestSubmit(t *testing.T) {
 					// Every batch is in: the status says so, and the job is
 					// finished without any reader's help (just after its last
 					// results are stored, when they are counted).
-					var st queue.StatusReply
+					var st producer.Status
 					for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-						data, se = request(t, tq.NC, tq.Opts.StatusSubject(), rep.Job)
+						data, se = request(t, tq.NC, tq.Opts.StatusSubject(), rep.ID)
 						if se != nil {
 							t.Fatalf("status: %v", se)
 						}
@@ -271,7 +271,7 @@ func TestSubmit(t *testing.T) {
 					for _, n := range st.Counts {
 						sum += n
 					}
-					if !st.Complete || st.State != "finished" || st.Finished == nil || st.BatchesDone != rep.Batches || st.LinesDone != rep.Lines ||
+					if !st.Complete || st.State != "finished" || st.Finished == nil || st.BatchesDone != rep.Batches || st.Done != rep.Lines ||
 						sum != rep.Lines || st.Results != rep.Results || st.First != tc.first || !st.JSONResults {
 						t.Fatalf("status reply %s after every result, for submit reply %s", data, mustJSON(rep))
 					}
@@ -316,7 +316,7 @@ func TestErrors(t *testing.T) {
 	if se != nil {
 		t.Fatal(se)
 	}
-	var rep queue.SubmitReply
+	var rep producer.Submitted
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -345,10 +345,10 @@ func TestErrors(t *testing.T) {
 		})
 	}
 	// A job known: its status, as text and as JSON.
-	for _, body := range []string{rep.Job, " " + rep.Job + "\n", `{"job": "` + rep.Job + `"}`} {
+	for _, body := range []string{rep.ID, " " + rep.ID + "\n", `{"job": "` + rep.ID + `"}`} {
 		data, se := request(t, tq.NC, tq.Opts.StatusSubject(), body)
-		var st queue.StatusReply
-		if se != nil || json.Unmarshal(data, &st) != nil || st.Job != rep.Job || st.Lines != 1 {
+		var st producer.Status
+		if se != nil || json.Unmarshal(data, &st) != nil || st.ID != rep.ID || st.Lines != 1 {
 			t.Errorf("status %q: %s, %v", body, data, se)
 		}
 	}
