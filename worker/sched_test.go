@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // order records the batches a worker handled, in the order it took them.
@@ -107,6 +109,75 @@ func TestSmallJobGetsItsTurn(t *testing.T) {
 			t.Errorf("big job %+v", rec)
 		}
 	})
+}
+
+// TestFirstBatchLane checks that a job arriving while every handler of a
+// worker is in the middle of another job's batch gets its first batch
+// handled at once, by the first-batch lane, instead of after that batch:
+// the small job's results are all in while the big job's batch in work is
+// still held (by the solve hook) unfinished. Without the lane the small
+// job would wait for the release.
+func TestFirstBatchLane(t *testing.T) {
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+	bigSet := map[string]bool{}
+	for _, p := range puzzles[:200] {
+		g, err := solver.Parse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bigSet[g.String()] = true
+	}
+	big := e.submit(puzzles[:200], 5) // 40 batches
+	var hold, holding atomic.Bool
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var o order
+	w := e.worker(Options{Concurrency: 1, Observer: &o, NoService: true})
+	w.solve = func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
+		// One handler at a time is held: the first to reach a big
+		// puzzle once hold is set.
+		if hold.Load() && bigSet[g.String()] && holding.CompareAndSwap(false, true) {
+			held <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return sv.Solve(ctx, g, opts)
+	}
+	e.run(w)
+	// Both handlers have taken batches of the big job: it is not new to
+	// the worker any more. Then one handler's big batch is held in work:
+	// the regular handler's, or, if the lane's first batch was still in
+	// work, the lane's (the regular handler then takes the small job's
+	// turn). Without the lane, the one handler would be held.
+	o.wait(t, 3, 30*time.Second)
+	hold.Store(true)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no batch of the big job reached the solver")
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	small := e.submit(puzzles[200:205], 5)
+	rs, rec := e.follow(small, 30*time.Second)
+	check(t, puzzles[200:205], rs)
+	if rec.State != job.Finished {
+		t.Errorf("small job %+v", rec)
+	}
+	close(release)
+	released = true
+	rs, rec = e.follow(big, 60*time.Second)
+	check(t, puzzles[:200], rs)
+	if rec.State != job.Finished || rec.DoneBatches != 40 {
+		t.Errorf("big job %+v", rec)
+	}
 }
 
 // TestPriorityShares checks that jobs with work share a worker in

@@ -75,8 +75,9 @@ type BatchStats struct {
 type Options struct {
 	// Concurrency is the number of handler goroutines (default
 	// GOMAXPROCS): batches in work at once. A handler without a batch
-	// helps solve the puzzles of another's. One more goroutine serves the
-	// solve endpoint.
+	// helps solve the puzzles of another's. One more handler, the
+	// first-batch lane, takes only each job's first batch at this worker
+	// (see schedule); one more goroutine serves the solve endpoint.
 	Concurrency int
 	// MaxNodes is the solver's node budget per puzzle (0: the solver's
 	// default).
@@ -231,9 +232,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			w.serveBatches(ctx, work)
+			w.serveBatches(ctx, work, false)
 		}()
 	}
+	// The first-batch lane (see schedule): one handler more, for the
+	// first batch of each job.
+	handlers.Add(1)
+	go func() {
+		defer handlers.Done()
+		w.serveBatches(ctx, work, true)
+	}()
 
 	close(w.ready)
 	w.log.Info("worker started", "concurrency", w.opts.Concurrency,
@@ -260,11 +268,17 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // serveBatches is one handler: until ctx is done it takes the next batch
 // of whichever job's turn it is and handles it; with none to take, it
-// helps the other handlers solve theirs, or waits for work.
-func (w *Worker) serveBatches(ctx, work context.Context) {
+// helps the other handlers solve theirs, or waits for work. The handler
+// of the first-batch lane (first) takes only a job's first batch at this
+// worker, and helps no other: it is there to start a job at once.
+func (w *Worker) serveBatches(ctx, work context.Context, first bool) {
 	var sv solver.Solver
+	help := w.help
+	if first {
+		help = nil
+	}
 	for ctx.Err() == nil {
-		m, wake, retry := w.sched.next(ctx)
+		m, wake, retry := w.sched.next(ctx, first)
 		if m != nil {
 			w.handle(ctx, work, &sv, m)
 			continue
@@ -274,7 +288,7 @@ func (w *Worker) serveBatches(ctx, work context.Context) {
 		}
 		t := time.NewTimer(retry)
 		select {
-		case sh := <-w.help:
+		case sh := <-help:
 			sh.work(&sv)
 			sh.helpers.Done()
 		case <-wake:
@@ -439,7 +453,7 @@ func (t *task) done() {
 // its last batch is acked (none was left to deliver when it was taken): a
 // count lost in a cluster (see Worker.count) would leave it so.
 func (t *task) tail(rec *job.Record) {
-	if rec.State != job.Published || rec.DoneBatches >= rec.Batches {
+	if rec.State != job.Published || rec.Complete() {
 		return
 	}
 	md, err := t.m.Metadata()
