@@ -1,14 +1,11 @@
 package producer
 
 import (
-	"context"
 	"errors"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
 // Kind is what went wrong with a call on a job, named once here for every
@@ -33,12 +30,6 @@ const (
 	KindInternal Kind = "internal"
 )
 
-// unavailable are the errors of a NATS or JetStream that did not answer.
-var unavailable = []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
-	nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
-	jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
-	jetstream.ErrNoHeartbeat}
-
 // KindOf returns the kind of err, an error of this package's calls (nil:
 // "").
 func KindOf(err error) Kind {
@@ -49,13 +40,7 @@ func KindOf(err error) Kind {
 		return KindBadRequest
 	case errors.Is(err, job.ErrNotFound):
 		return KindNotFound
-	}
-	for _, e := range unavailable {
-		if errors.Is(err, e) {
-			return KindUnavailable
-		}
-	}
-	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok && apiErr.Code == 503 {
+	case queue.Unavailable(err):
 		return KindUnavailable
 	}
 	return KindInternal

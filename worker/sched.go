@@ -68,6 +68,7 @@ type turn struct {
 	resultsFrom          uint64
 	recounted            time.Time
 	recountedAt          int64
+	recountWait          time.Duration
 	// idleUntil: the consumer had nothing to deliver; not asked again
 	// before this (unless the record changes).
 	idleUntil time.Time
@@ -431,9 +432,13 @@ func (s *schedule) failStale(ctx context.Context, store *job.Store) {
 	}
 }
 
-// recountEvery bounds how often a worker recounts the results of a job
-// whose record has not changed since.
-const recountEvery = time.Minute
+// A worker recounts the results of a job whose record has not changed
+// since its last recount after recountFirst, then after twice as long each
+// time, up to recountEvery.
+const (
+	recountFirst = 2 * time.Second
+	recountEvery = time.Minute
+)
 
 // recount repairs the record of a published job with no work left whose
 // record counts fewer batches than it has: every batch was acknowledged,
@@ -454,7 +459,7 @@ func (s *schedule) recount(ctx context.Context, store *job.Store) {
 		if t.stray != "" || !t.published || t.doneBatches >= t.batches {
 			continue
 		}
-		if t.recountedAt == t.doneBatches && now.Sub(t.recounted) < recountEvery {
+		if t.recountedAt == t.doneBatches && now.Sub(t.recounted) < t.recountWait {
 			continue
 		}
 		jobs = append(jobs, due{id, t.resultsFrom})
@@ -494,6 +499,13 @@ func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, 
 	}
 	s.mu.Lock()
 	if t := s.jobs[id]; t != nil {
+		// Again soon while results may still be coming in (a count
+		// lost in the last moments), then less and less often.
+		if !t.recounted.IsZero() && t.recountedAt == rec.DoneBatches {
+			t.recountWait = min(2*t.recountWait, recountEvery)
+		} else {
+			t.recountWait = recountFirst
+		}
 		t.recounted, t.recountedAt = time.Now(), rec.DoneBatches
 	}
 	s.mu.Unlock()

@@ -498,15 +498,29 @@ func (t *task) ack() {
 // commit publishes the batch's results, adds the puzzles it solved to the
 // cache (best effort: a cache that fails only makes later jobs slower),
 // counts the results in the job's record, then acks.
+//
+// While JetStream does not answer (a stream or bucket electing a leader,
+// a server restarting), each step is tried again in place for up to
+// retryFor, the message kept in progress meanwhile: an outage of seconds
+// costs the batch no delivery, so it never reaches the dead letters for
+// it.
 func (t *task) commit(ctx context.Context, solved []cache.Entry) {
-	if err := t.w.publishResults(ctx, t.batch, t.digest, t.sc); err != nil {
+	err := retryUnavailable(ctx, retryFor, func() error {
+		return t.w.publishResults(ctx, t.batch, t.digest, t.sc)
+	})
+	if err != nil {
 		t.fail(ctx, err)
 		return
 	}
 	// Before the record: a job that reads finished has its puzzles in the
 	// cache already, for the next one that asks.
 	t.w.cache.Put(ctx, solved)
-	finished, rec, err := t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
+	var finished bool
+	var rec job.Record
+	err = retryUnavailable(ctx, retryFor, func() (err error) {
+		finished, rec, err = t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
+		return err
+	})
 	if err != nil {
 		t.fail(ctx, err)
 		return
@@ -516,6 +530,31 @@ func (t *task) commit(ctx context.Context, solved []cache.Entry) {
 	t.tail(&rec)
 	t.w.event(t.batch.Job, t.batch.Index, len(t.batch.Items))
 	t.done()
+}
+
+// retryFor bounds how long commit tries a step again while JetStream
+// does not answer, before the batch is handed back for redelivery.
+const retryFor = 30 * time.Second
+
+// retryUnavailable runs op until it succeeds, fails otherwise than by
+// JetStream not answering (queue.Unavailable), ctx ends, or d has passed;
+// it waits 100 ms after the first failure, doubling up to 2 s. It returns
+// op's last error.
+func retryUnavailable(ctx context.Context, d time.Duration, op func() error) error {
+	deadline := time.Now().Add(d)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := op()
+		if err == nil || !queue.Unavailable(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
 }
 
 // event publishes a dashboard's note of work done.
