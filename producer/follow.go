@@ -512,7 +512,7 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 	}
 }
 
-// drain passes on the pending batches that are next in order.
+// drain passes on the batches the reorder buffer releases, in order.
 func (f *follower) drain() error {
 	for {
 		b, err := f.order.pop()
