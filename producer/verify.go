@@ -34,6 +34,7 @@ type refusal struct {
 	Why   string // what was wrong, as logged
 }
 
+// Error says which job and batch, which check, and why.
 func (r *refusal) Error() string {
 	return fmt.Sprintf("job %s batch %d: %v (%s check): %s", r.Job, r.Batch, errRefused, r.Check, r.Why)
 }
