@@ -87,12 +87,13 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts,
-		pending: map[uint64]*pendingBatch{}, present: map[uint64]bool{}}
+	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts}
 	if err := f.readRecord(ctx); err != nil {
 		return f.rec, err
 	}
-	f.window = uint64(max(8, opts.Window/max(1, f.rec.Options.BatchSize)))
+	f.order = newReorder(uint64(max(8, opts.Window/max(1, f.rec.Options.BatchSize))))
+	f.verify = verifier{job: id, first: f.rec.Options.FirstSolution, digest: f.digest,
+		batches: func() (uint64, bool) { return uint64(f.rec.Batches), f.rec.State != job.Publishing }}
 	if err := f.run(ctx); err != nil {
 		return f.rec, err
 	}
@@ -109,15 +110,12 @@ type follower struct {
 
 	rec       job.Record
 	rev       uint64
-	next      uint64                   // the next batch to pass on
-	nextItem  uint64                   // its first item
-	pending   map[uint64]*pendingBatch // later batches, checked, in memory
-	window    uint64                   // how many batches pending may hold
-	present   map[uint64]bool          // later batches beyond the window: read again
-	recent    recentBatches            // the results messages of the last RepeatWindow items
-	manifest  job.Manifest             // the manifest chunk last read
-	counts    result.Summary           // of the results passed on
-	free      [][]job.Item             // the items of batches passed on (spare)
+	order     *reorder       // the batches checked, passed on in input order
+	verify    verifier       // checks each results batch
+	recent    recentBatches  // the results messages of the last RepeatWindow items
+	manifest  job.Manifest   // the manifest chunk last read
+	counts    result.Summary // of the results passed on
+	free      [][]job.Item   // the items of batches passed on (spare)
 	waiting   string
 	downSince time.Time
 	noWorkers bool      // no worker answered the last time asked
@@ -189,7 +187,7 @@ func (f *follower) setWaiting(w string) {
 
 func (f *follower) progress() {
 	if f.opts.Progress != nil {
-		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.next), Waiting: f.waiting,
+		f.opts.Progress(Progress{Record: f.rec, Lines: int64(f.counts.Total()), Batches: int64(f.order.next), Waiting: f.waiting,
 			NoWorkers: f.noWorkers})
 	}
 }
@@ -225,7 +223,7 @@ func (f *follower) setNoWorkers(none bool) {
 
 // complete reports whether every batch has been passed on.
 func (f *follower) complete() bool {
-	return f.rec.State != job.Publishing && f.rec.State != job.Cancelled && f.next >= uint64(f.rec.Batches)
+	return f.rec.State != job.Publishing && f.rec.State != job.Cancelled && f.order.next >= uint64(f.rec.Batches)
 }
 
 // startSlack is how long before its job's creation (by the producer's
@@ -333,7 +331,7 @@ func (f *follower) run(ctx context.Context) error {
 		}
 		// Every batch published so far passed on: the job ends when its
 		// record says publishing is over, so read it often meanwhile.
-		caughtUp := f.rec.State == job.Publishing && f.next >= uint64(f.rec.Batches)
+		caughtUp := f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches)
 		wait := f.opts.Poll
 		if caughtUp {
 			wait = min(wait, caughtUpPoll)
@@ -351,7 +349,7 @@ func (f *follower) run(ctx context.Context) error {
 			if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
 				return err
 			}
-			if f.rec.State == job.Publishing && f.next >= uint64(f.rec.Batches) {
+			if f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches) {
 				lastRead = time.Now()
 				if err := f.readRecord(ctx); err != nil {
 					return err
@@ -385,16 +383,15 @@ func (f *follower) run(ctx context.Context) error {
 		// or, while nothing comes, one the consumer may have lost (a
 		// cluster that lost its stream leader can leave an ordered
 		// consumer waiting for ever).
-		if f.next < uint64(f.rec.Batches) && (f.present[f.next] || idle > 0) {
-			before := f.next
-			found, err := f.fetch(ctx, f.next)
+		if next := f.order.next; next < uint64(f.rec.Batches) && (f.order.leftOut(next) || idle > 0) {
+			found, err := f.fetch(ctx, next)
 			if err != nil {
 				return err
 			}
 			// While the consumer brings nothing, go on by subject as long
 			// as that brings batches: a reader whose consumer is being
 			// recreated (a cluster node lost) catches up meanwhile.
-			hurry = idle > 0 && f.next > before
+			hurry = idle > 0 && f.order.next > next
 			if found {
 				missing = 0
 			} else {
@@ -418,7 +415,7 @@ func (f *follower) run(ctx context.Context) error {
 			}
 			if f.rec.State == job.Finished && missing > 2 && !f.complete() {
 				// Finished once, yet a batch is missing now.
-				return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.next,
+				return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.order.next,
 					f.rec.Batches, f.q.Opts.ResultsStream())
 			}
 		}
@@ -429,12 +426,8 @@ func (f *follower) run(ctx context.Context) error {
 // take handles one results message.
 func (f *follower) take(ctx context.Context, subject string, data []byte) error {
 	index, ok := subjectIndex(subject)
-	if !ok || index < f.next || f.pending[index] != nil {
-		return nil // not a batch subject, or one passed on already
-	}
-	if index >= f.next+f.window {
-		f.present[index] = true
-		return nil
+	if !ok || !f.order.wants(index) {
+		return nil // not a batch subject, one passed on or held already, or one beyond the window
 	}
 	b, err := f.check(ctx, index, data)
 	if err != nil {
@@ -443,15 +436,8 @@ func (f *follower) take(ctx context.Context, subject string, data []byte) error 
 	if b == nil {
 		return nil
 	}
-	f.pending[index] = &pendingBatch{b, data}
+	f.order.put(index, &pendingBatch{b, data})
 	return f.drain()
-}
-
-// pendingBatch is a checked results batch waiting for its turn, and the
-// message it was decoded from.
-type pendingBatch struct {
-	*job.Batch
-	data []byte
 }
 
 // fetch reads batch index's results again, by subject. found is false
@@ -462,66 +448,33 @@ func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err err
 	cancel()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			delete(f.present, index) // replaced meanwhile: the consumer brings it again
+			f.order.forget(index) // replaced meanwhile: the consumer brings it again
 			return false, nil
 		}
 		f.unreachable(ctx, err)
 		return true, nil // not known to be missing
 	}
 	f.setWaiting("")
-	delete(f.present, index)
+	f.order.forget(index)
 	b, err := f.check(ctx, index, rm.Data)
 	if err != nil || b == nil {
 		return true, err
 	}
-	f.pending[index] = &pendingBatch{b, rm.Data}
+	f.order.put(index, &pendingBatch{b, rm.Data})
 	return true, f.drain()
 }
 
-// check decodes a results batch and checks it against the job: its index,
-// its digest against the manifest, and every solution. It returns nil for
-// a batch it refuses (logged).
+// check decodes a results batch and checks it against the job
+// (verifier.check: its job and index, its digest against the manifest,
+// and every solution). It returns nil for a batch it refuses (logged).
 func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.Batch, error) {
-	refuse := func(why string) (*job.Batch, error) {
-		f.opts.Logger.Warn("producer: results refused", "job", f.id, "batch", index, "why", why)
+	b, err := f.verify.check(ctx, index, data, f.spare())
+	var r *refusal
+	if errors.As(err, &r) {
+		f.opts.Logger.Warn("producer: results refused", "job", f.id, "batch", index, "check", r.Check, "why", r.Why)
 		return nil, nil
 	}
-	b, err := job.DecodeAnyResultsInto(data, f.spare())
-	if err != nil {
-		return refuse(err.Error())
-	}
-	if b.Job != f.id || b.Index != index {
-		return refuse(fmt.Sprintf("the message is batch %d of job %s", b.Index, b.Job))
-	}
-	if f.rec.State != job.Publishing && index >= uint64(f.rec.Batches) {
-		return refuse(fmt.Sprintf("the job has %d batches", f.rec.Batches))
-	}
-	want, ok, err := f.digest(ctx, index)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return refuse("the job's manifests do not list it")
-	}
-	// The digest covers the mode: a batch answered in another one (a
-	// forged work batch with other flags) does not match.
-	b.Flags &^= job.FlagFirstSolution
-	if f.rec.Options.FirstSolution {
-		b.Flags |= job.FlagFirstSolution
-	}
-	if b.Digest != want || b.ComputeDigest() != want {
-		return refuse("not the batch this job published (digest)")
-	}
-	// Every answer checked, and none and multiple confirmed by solving:
-	// whoever can publish on the results subjects can forge them.
-	for i := range b.Items {
-		if b.Items[i].Kind == job.Known {
-			if err := b.Items[i].Outcome.Verify(ctx, f.rec.Options.FirstSolution); err != nil {
-				return refuse(fmt.Sprintf("line %d: %v", b.Items[i].Line, err))
-			}
-		}
-	}
-	return &b, nil
+	return b, err
 }
 
 // digest returns the manifest's digest of batch index, or false when no
@@ -559,16 +512,15 @@ func (f *follower) digest(ctx context.Context, index uint64) (job.Digest, bool, 
 	}
 }
 
-// drain passes on the pending batches that are next in order.
+// drain passes on the batches the reorder buffer releases, in order.
 func (f *follower) drain() error {
 	for {
-		b := f.pending[f.next]
+		b, err := f.order.pop()
+		if err != nil {
+			return fmt.Errorf("job %s: %w", f.id, err)
+		}
 		if b == nil {
 			return nil
-		}
-		delete(f.pending, f.next)
-		if b.First != f.nextItem {
-			return fmt.Errorf("job %s: batch %d starts at item %d, want %d", f.id, b.Index, b.First, f.nextItem)
 		}
 		f.recent.push(b)
 		for i := range b.Items {
@@ -601,8 +553,6 @@ func (f *follower) drain() error {
 				return err
 			}
 		}
-		f.next++
-		f.nextItem += uint64(len(b.Items))
 		if len(f.free) < maxFree {
 			f.free = append(f.free, b.Items)
 		}
@@ -636,8 +586,10 @@ const finishWait = 15 * time.Second
 // cancelled passes on the results of a cancelled job that were stored,
 // in order, and returns an error matching job.ErrCancelled.
 func (f *follower) cancelled(ctx context.Context) error {
-	for index := f.next; index < uint64(f.rec.Batches); index++ {
-		if f.pending[index] == nil {
+	// After a drain, on from the first batch not released: those it
+	// released are not read again (nor passed on twice).
+	for index := f.order.next; index < uint64(f.rec.Batches); index = max(index+1, f.order.next) {
+		if !f.order.held(index) {
 			if !f.rec.HasDone(index) {
 				continue
 			}
@@ -654,9 +606,9 @@ func (f *follower) cancelled(ctx context.Context) error {
 			if b == nil {
 				continue
 			}
-			f.pending[index] = &pendingBatch{b, rm.Data}
+			f.order.put(index, &pendingBatch{b, rm.Data})
 		}
-		f.next, f.nextItem = index, f.pending[index].First
+		f.order.skipTo(index)
 		if err := f.drain(); err != nil {
 			return err
 		}
@@ -684,62 +636,6 @@ func subjectIndex(subject string) (uint64, bool) {
 	i := strings.LastIndexByte(subject, '.')
 	n, err := strconv.ParseUint(subject[i+1:], 10, 64)
 	return n, err == nil
-}
-
-// recentBatches keeps the results messages that hold the last
-// job.RepeatWindow items passed on, as received (one allocation each, no
-// pointers inside), so that a Repeat item finds its first occurrence's
-// outcome by decoding that message again. Repeats are rare; passing on a
-// batch costs nothing more than keeping its message.
-type recentBatches struct {
-	bs []recentBatch // in order, consecutive
-	// last is the batch decoded last for a repeat, kept for the next.
-	last *job.Batch
-}
-
-type recentBatch struct {
-	first uint64
-	n     int
-	data  []byte
-}
-
-// push adds b (the next batch) and forgets the batches that fall out of
-// the window.
-func (r *recentBatches) push(b *pendingBatch) {
-	r.bs = append(r.bs, recentBatch{first: b.First, n: len(b.Items), data: b.data})
-	drop := 0
-	for drop < len(r.bs)-1 && r.bs[drop].first+uint64(r.bs[drop].n)+job.RepeatWindow <= b.First {
-		drop++
-	}
-	if drop > 0 {
-		n := copy(r.bs, r.bs[drop:])
-		clear(r.bs[n:])
-		r.bs = r.bs[:n]
-	}
-}
-
-// outcome returns the outcome of item, or false when it is not held (a
-// Repeat's target is never itself a Repeat).
-func (r *recentBatches) outcome(item uint64) (job.Outcome, bool) {
-	for i := len(r.bs) - 1; i >= 0; i-- {
-		rb := r.bs[i]
-		if item < rb.first {
-			continue
-		}
-		if item-rb.first >= uint64(rb.n) {
-			return job.Outcome{}, false
-		}
-		if r.last == nil || r.last.First != rb.first {
-			b, err := job.DecodeAnyResults(rb.data)
-			if err != nil {
-				return job.Outcome{}, false
-			}
-			r.last = &b
-		}
-		it := &r.last.Items[item-rb.first]
-		return it.Outcome, it.Kind == job.Known
-	}
-	return job.Outcome{}, false
 }
 
 // readerInactive is how long the results stream keeps the consumer of a

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run every fuzz target of sudoku-queue for a bounded time each: the puzzle
 # parser (with the solver behind it), the input reader, the work and
-# results batch decoders, the cache's value decoder, and the configuration
-# loader. CI runs it from
-# .ci/run; run it by hand for longer with FUZZTIME, e.g. FUZZTIME=5m.
+# results batch decoders, the cache's value decoder, the results reader's
+# checks (producer's verifier), and the configuration loader. CI runs it
+# from .ci/run; run it by hand for longer with FUZZTIME, e.g. FUZZTIME=5m.
 #
 # By default each target runs a fixed number of inputs (about 10 s each on
 # a quiet 2-core machine), not a duration: with a duration, Go 1.26's fuzz
@@ -28,6 +28,7 @@ targets=(
   "./internal/job FuzzDecodeResults 40000x"
   "./internal/job FuzzDecodeCacheValue 30000x"
   "./internal/job FuzzLifecycle 30000x"
+  "./producer FuzzVerify 20000x"
   "./internal/config FuzzLoadYAML 5000x"
 )
 
