@@ -309,6 +309,10 @@ func verifyCases() []verifyCase {
 			edit: func(_ *verifyFixture, b *job.Batch, _ map[uint64]job.Digest) {
 				b.Items[itemUnique2].Outcome.Status = result.StatusMultiple
 			}},
+		{name: "solved (a first solution) in a job that proves each solution unique", index: 1, check: checkAnswer, line: 13,
+			edit: func(_ *verifyFixture, b *job.Batch, _ map[uint64]job.Digest) {
+				b.Items[itemUnique2].Outcome.Status = result.StatusSolved
+			}},
 	}
 }
 

@@ -467,10 +467,14 @@ const maxErrorLen = 4096
 // source it does not trust (a results message, the cache, a solve
 // reply). A search that runs out of its node budget disproves nothing:
 // the answer stands. gave_up and invalid are no answer (the line is
-// reported failed) and are not verified. first is the request's mode.
+// reported failed) and are not verified. first is the request's mode: solved
+// (a first solution) answers only a first-solution request.
 func (o *Outcome) Verify(ctx context.Context, first bool) error {
 	if err := o.Check(); err != nil {
 		return err
+	}
+	if o.Status == result.StatusSolved && !first {
+		return errors.New("job: says solved (a first solution, not proven unique) for a job that proves each solution unique")
 	}
 	switch o.Status {
 	case result.StatusNone, result.StatusMultiple:
