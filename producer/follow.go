@@ -321,6 +321,7 @@ func (f *follower) run(ctx context.Context) error {
 	lastRead, lastMsg := time.Now(), time.Now()
 	idle := 0
 	missing := 0   // reads by subject in a row that found no next batch
+	var missingSince time.Time
 	hurry := false // the last read by subject brought the next batch
 	for !f.complete() {
 		if err := ctx.Err(); err != nil {
@@ -395,6 +396,9 @@ func (f *follower) run(ctx context.Context) error {
 			if found {
 				missing = 0
 			} else {
+				if missing == 0 {
+					missingSince = time.Now()
+				}
 				missing++
 			}
 		}
@@ -413,8 +417,9 @@ func (f *follower) run(ctx context.Context) error {
 			if err := f.readRecord(ctx); err != nil {
 				return err
 			}
-			if f.rec.State == job.Finished && missing > 2 && !f.complete() {
-				// Finished once, yet a batch is missing now.
+			if f.rec.State == job.Finished && missing > 2 && time.Since(missingSince) > resultsGoneAfter*f.opts.Poll && !f.complete() {
+				// Finished once, yet a batch is missing now, and stays
+				// so longer than a replica takes to catch up.
 				return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.order.next,
 					f.rec.Batches, f.q.Opts.ResultsStream())
 			}
@@ -579,6 +584,13 @@ func (f *follower) finish(ctx context.Context) (job.Record, error) {
 	}
 	return f.rec, nil
 }
+
+// resultsGoneAfter is how long, in Polls (30 s by default), a finished
+// job's next batch must stay missing before a reader says its results are
+// no longer kept: a read may be answered by a replica of the results
+// stream that is catching up after a cluster lost a node (direct gets),
+// and miss what is there.
+const resultsGoneAfter = 30
 
 // finishWait bounds how long finish waits for the record to say finished.
 const finishWait = 15 * time.Second

@@ -288,20 +288,24 @@ func (q *Queue) TallyResults(ctx context.Context, id string, from uint64, fn fun
 	return nil
 }
 
-// JobIdle reports whether job id's consumer has nothing left to deliver
-// and nothing delivered awaiting an ack: every batch published so far has
-// been acked (or given up). Without a consumer it asks the work stream
-// whether any message of the job is left. A message left in the stream
-// that the consumer counts as acked (a server killed between the two
-// writes keeps it) is no work left.
+// JobIdle reports whether job id has nothing left to deliver or to ack,
+// by either of two accounts: the work stream holds no message of it (a
+// work-queue stream removes a message when it is acked), or its consumer
+// has nothing pending and nothing awaiting an ack. Either may lag in a
+// cluster that lost a leader: a consumer's new leader may report counts of
+// an older state, and a message the consumer counts as acked may stay in
+// the stream (a server killed between the two writes keeps it).
 func (q *Queue) JobIdle(ctx context.Context, id string) (bool, error) {
-	c, err := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id))
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		n, err := q.WorkLeft(ctx, id)
-		return n == 0, err
+	n, err := q.WorkLeft(ctx, id)
+	if err == nil && n == 0 {
+		return true, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("queue: job %s: %w", id, err)
+	c, cerr := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id))
+	if cerr != nil {
+		if errors.Is(cerr, jetstream.ErrConsumerNotFound) && err == nil {
+			return false, nil // messages left, no consumer yet to deliver them
+		}
+		return false, fmt.Errorf("queue: job %s: %w", id, errors.Join(err, cerr))
 	}
 	ci := c.CachedInfo()
 	return ci.NumPending == 0 && ci.NumAckPending == 0, nil
