@@ -338,6 +338,12 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	t.batch = &b
 	t.st.Puzzles, t.st.Job, t.st.Batch = len(b.Items), b.Job, b.Index
 	if st, ok := w.sched.endedState(b.Job); ok && st != job.Finished {
+		if st == job.Cancelled {
+			t.digest = b.ComputeDigest()
+			if t.countStored(ctx) {
+				return
+			}
+		}
 		t.drop(st)
 		return
 	}
@@ -373,22 +379,8 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 		t.deadLetter(reason, &RejectError{Reason: reason, Text: reasonText(reason, &b)})
 		return
 	}
-	if t.delivered > 1 {
-		if c, ok := w.stored(ctx, &b, t.digest); ok {
-			// Its results were published, and the ack was lost (or the
-			// worker was lost before it): count them, if that was lost
-			// too, and ack.
-			finished, rec, err := w.count(ctx, &b, c)
-			if err != nil {
-				t.fail(ctx, err)
-				return
-			}
-			t.ack()
-			w.finished(finished, b.Job)
-			t.tail(&rec)
-			t.done()
-			return
-		}
+	if t.delivered > 1 && t.countStored(ctx) {
+		return // its results were stored before
 	}
 	solved := w.answer(ctx, sv, &b, &t.st, t.sc)
 	if ctx.Err() != nil {
@@ -478,6 +470,31 @@ func (t *task) drop(st job.State) {
 	t.w.log.Debug("worker: batch of an ended job dropped", "job", t.batch.Job, "batch", t.batch.Index,
 		"state", cmp.Or(string(st), "removed"))
 	t.done()
+}
+
+// countStored counts the batch's results in its job's record, if that
+// was lost, and acks it, if the results are stored (t.digest set): the
+// ack was lost, or the worker before it, or before the count. A
+// cancelled job's batch may come back as stray work of the job (a first
+// delivery, to another consumer), so it is asked for those too. It
+// reports whether it handled the batch. A count that fails leaves the
+// batch for redelivery.
+func (t *task) countStored(ctx context.Context) bool {
+	w, b := t.w, t.batch
+	c, ok := w.stored(ctx, b, t.digest)
+	if !ok {
+		return false
+	}
+	finished, rec, err := w.count(ctx, b, c)
+	if err != nil {
+		t.fail(ctx, err)
+		return true
+	}
+	t.ack()
+	w.finished(finished, b.Job)
+	t.tail(&rec)
+	t.done()
+	return true
 }
 
 // ack acks the message, whose results are stored.

@@ -184,8 +184,16 @@ func TestTwoWorkersShareAJob(t *testing.T) {
 		id := e.submit(puzzles, 20)
 		rs, rec := e.follow(id, 60*time.Second)
 		check(t, puzzles, rs)
-		b1, p1, _ := o1.get(OutcomeAcked)
-		b2, p2, _ := o2.await(OutcomeAcked, func(b2, p2, _ int) bool { return p1+p2 >= 600 })
+		// The observers hear of a batch after its results are stored:
+		// wait for both to have heard of every one.
+		var b1, p1, b2, p2 int
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			b1, p1, _ = o1.get(OutcomeAcked)
+			b2, p2, _ = o2.get(OutcomeAcked)
+			if p1+p2 >= 600 || time.Now().After(deadline) {
+				break
+			}
+		}
 		if b1+b2 < 30 || p1+p2 < 600 || b1 == 0 || b2 == 0 {
 			t.Errorf("worker 1 acked %d batches (%d puzzles), worker 2 %d (%d): want both to share 30 (%s; %s)", b1, p1, b2, p2, o1.String(), o2.String())
 		}
