@@ -251,8 +251,8 @@ type seenRecord struct {
 
 // watchRecords watches the test's job records until the test ends. The
 // bucket keeps one revision of a key: a watch that falls behind misses
-// revisions overwritten meanwhile, so the log serves to tell a story, and
-// the tests' assertions of order compare revisions read afterwards.
+// revisions overwritten meanwhile, but every record it sees was written,
+// at the revision it says.
 func (s *sys) watchRecords() *recordLog {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -292,33 +292,57 @@ func (s *sys) watchRecords() *recordLog {
 	return l
 }
 
-// before returns the last record of job id the watch saw at a revision
-// below rev, and whether it saw one.
-func (l *recordLog) before(id string, rev uint64) (job.Record, bool) {
+// after returns the first record of job id the watch saw at a revision
+// above rev, and whether it saw one.
+func (l *recordLog) after(id string, rev uint64) (seenRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var last job.Record
-	ok := false
 	for _, sr := range l.seen {
-		if sr.rev < rev && sr.rec.ID == id {
-			last, ok = sr.rec, true
+		if sr.rev > rev && sr.rec.ID == id {
+			return sr, true
 		}
 	}
-	return last, ok
+	return seenRecord{}, false
+}
+
+// other returns the id of the first job the watch saw other than id, or
+// "".
+func (l *recordLog) other(id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sr := range l.seen {
+		if sr.rec.ID != id {
+			return sr.rec.ID
+		}
+	}
+	return ""
+}
+
+// saw reports whether the watch saw job id in state st.
+func (l *recordLog) saw(id string, st job.State) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sr := range l.seen {
+		if sr.rec.ID == id && sr.rec.State == st {
+			return true
+		}
+	}
+	return false
 }
 
 // TestFairnessSurvivesSIGKILL runs a big job (1800 batches) on two
 // workers, kills one with a batch in hand (and starts another), submits a
 // small job (20 batches), and kills every worker once a batch of the
-// small job is in a worker's hands (starting two more). The small job still gets its turns: it finishes,
-// with exact counts, while the big job has batches left, which the
-// revisions of their records in the jobs bucket prove (the record of a
-// finished job is not written again, so its last revision is the one
-// that finished it: the small job's must be the lower). Then the big job
-// finishes too with exact counts and one result per puzzle, the killed
-// workers' batches were redelivered (the workers' redelivery counters)
-// and counted once, nothing is left in the queue and nothing went to the
-// dead letters.
+// small job is in a worker's hands (starting two more). The small job
+// still gets its turns: it finishes, with exact counts, while the big job
+// has batches left. The order is that of the jobs bucket, which takes
+// every record update in turn: the first record of the big job written
+// after the small job's finished one (as read once finished: the
+// revision of its end or a later one) still has batches to do. Then the
+// big job finishes too with exact counts and one result per puzzle, the
+// killed workers' batches were redelivered (the workers' redelivery
+// counters) and counted once, nothing is left in the queue and nothing
+// went to the dead letters.
 func TestFairnessSurvivesSIGKILL(t *testing.T) {
 	const bigN, smallN = 36000, 400
 	// The small job's batches killed in hand come back after the ack
@@ -330,7 +354,7 @@ func TestFairnessSurvivesSIGKILL(t *testing.T) {
 	r := rng(t)
 	bigFile, bigPuzzles := genFile(t, hardest, bigN, 21)
 	smallFile, smallPuzzles := genFile(t, hardest, smallN, 22)
-	log := s.watchRecords()
+	watched := s.watchRecords()
 	big := s.submit(bigFile)
 	c := s.newCrew(r, 2)
 
@@ -347,41 +371,52 @@ func TestFairnessSurvivesSIGKILL(t *testing.T) {
 	// is done). The workers' redeliveries are read before, so as to kill
 	// them at once: any counted between are left out, which can only
 	// make the check of redeliveries below stricter.
-	small := s.submit(smallFile)
-	smallBatches := int(s.status(small).Batches)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	// The test learns of the small job from its record, created before
+	// its first batch is published (the workers may be done with it by
+	// the time the submitting process has exited).
 	for _, m := range c.live {
 		if v, err := metrics(m.addr, "sudoku_redeliveries_total"); err == nil {
 			m.redelivered = v[0]
 		}
 	}
-	s.waitFor("a batch of the small job in a worker's hands", time.Minute, func() bool {
+	submitter := s.start("submit small", nil, "submit", smallFile)
+	var small string
+	s.waitFor("the small job's record", time.Minute, func() bool { small = watched.other(big); return small != "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 		cons, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(small))
-		return err == nil && cons.CachedInfo().NumAckPending > 0 || s.batchesDone(small) >= smallBatches/2
-	})
+		if err == nil && cons.CachedInfo().NumAckPending > 0 || s.batchesDone(small) >= smallN/s.batchSize/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no batch of the small job in a worker's hands after a minute:\n%s", s.describe(small))
+		}
+	}
 	c.killAll()
 	t.Logf("SIGKILL every worker with %d batches of the big job and %d of the small one done; in their hands: %s",
 		s.batchesDone(big), s.batchesDone(small), s.held(big, small))
 	c.add()
 	c.add()
+	if code := submitter.wait(2 * time.Minute); code != cli.ExitOK || strings.TrimSpace(submitter.stdout.String()) != small {
+		t.Fatalf("submit of the small job: exit %d, printed %q, want %s", code, submitter.stdout.String(), small)
+	}
 
 	// The small job finishes, without a reader, before the big one.
 	s.waitState(small, job.Finished, 2*time.Minute)
 	smallRec, smallRev := s.record(small)
-	if bigRec, ok := log.before(big, smallRev); ok {
-		t.Logf("the small job finished (revision %d) with the big job at %d of %d batches (as last seen before)",
-			smallRev, bigRec.DoneBatches, bigRec.Batches)
-	}
 	s.waitState(big, job.Finished, 5*time.Minute)
 	bigRec, bigRev := s.record(big)
-	if smallRev >= bigRev {
-		t.Fatalf("the small job finished at revision %d of the jobs bucket, after the big one (%d): it waited for it to drain "+
-			"(or the big job is too short for this machine: the small one waits an ack wait for its batches killed in hand)",
-			smallRev, bigRev)
+	s.waitFor("the watch to see the big job finished", 30*time.Second, func() bool { return watched.saw(big, job.Finished) })
+	next, ok := watched.after(big, smallRev)
+	if !ok || next.rec.DoneBatches >= next.rec.Batches || next.rec.State != job.Published {
+		t.Fatalf("the small job finished at revision %d of the jobs bucket, the big one at %d; the big job's next record: "+
+			"%s, %d of %d batches done (seen %v): the small job waited for it to drain (or the big job is too short for "+
+			"this machine: the small one waits an ack wait for its batches killed in hand)",
+			smallRev, bigRev, next.rec.State, next.rec.DoneBatches, next.rec.Batches, ok)
 	}
-	// Records not written again since: the revisions are those of the
-	// ends.
+	t.Logf("the small job finished (revision %d of the jobs bucket, or before) with the big job at %d of %d batches (revision %d)",
+		smallRev, next.rec.DoneBatches, next.rec.Batches, next.rev)
 	if _, rev := s.record(small); rev != smallRev {
 		t.Errorf("the small job's finished record was written again (revision %d, then %d): %+v", smallRev, rev, smallRec)
 	}
