@@ -554,8 +554,8 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 			if after, rev2 := s.record(id); rev2 != rev {
 				t.Errorf("the cancelled job's record changed after its work was gone: %+v", after)
 			}
-			t.Logf("job %s cancelled with %d of %d batches done (%d of %d lines), each counted once; job wait exit %d",
-				id, rec.DoneBatches, rec.Batches, rec.LinesDone(), rec.Lines, code)
+			t.Logf("job %s cancelled with %d of %d batches counted (%d of %d lines), %d with results stored; job wait exit %d",
+				id, rec.DoneBatches, rec.Batches, rec.LinesDone(), rec.Lines, len(batches), code)
 		})
 	}
 }
