@@ -500,7 +500,7 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 				c.kill(victim)
 				left, _ := s.q.WorkLeft(ctx, id)
 				t.Logf("cancelled with %d lines done, then SIGKILL %s; %d messages of the job left in the work stream",
-					rec.LinesDone(), victim.p.name, left)
+					rec.Done, victim.p.name, left)
 			}
 			c.add()
 
@@ -528,10 +528,10 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 			st := s.status(id)
 			if int64(len(batches)) != rec.DoneBatches || st.BatchesDone != rec.DoneBatches ||
 				counts.String() != job.Counts(rec.Counts).String() ||
-				st.LinesDone != rec.LinesDone() || rec.Counts[result.StatusUnique] != rec.LinesDone() {
+				st.Done != rec.LinesDone() || rec.Counts[result.StatusUnique] != rec.LinesDone() {
 				t.Errorf("record: %d batches done, counts %v (%d lines done); status: %d batches, %d lines; "+
 					"results stream: %d batches, counts %v", rec.DoneBatches, job.Counts(rec.Counts), rec.LinesDone(),
-					st.BatchesDone, st.LinesDone, len(batches), counts)
+					st.BatchesDone, st.Done, len(batches), counts)
 			}
 			if _, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(id)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				t.Errorf("the cancelled job's consumer: %v, want it gone", err)
