@@ -33,10 +33,10 @@ import (
 // worker's hands is redelivered after the ack wait (or dropped, its job
 // cancelled), and no batch may be lost or counted twice.
 
-// killEnv are the settings of the workers of these tests: one solving
-// goroutine each, so that a worker holds one batch at a time (and a
-// committing one), and more deliveries than kills, so that no batch goes
-// to the dead letters for the kills.
+// killEnv are the settings of the workers of these tests: one handler
+// each (and the first-batch lane), so that a worker holds few batches at
+// a time (one solving, up to two committing), and more deliveries than
+// kills, so that no batch goes to the dead letters for the kills.
 var killEnv = []string{"SUDOKU_WORKER_CONCURRENCY=1", "SUDOKU_QUEUE_MAX_DELIVER=10"}
 
 // crew is the worker processes of a test, each serving its metrics on a
@@ -647,9 +647,10 @@ func TestNoReaderFinishesDespiteSIGKILL(t *testing.T) {
 // its share within a batch; the two workers' events interleave; the
 // killed worker's batch comes back only after the ack wait (one batch
 // short for its job); the new worker starts every job at the same pass,
-// so its first turns are shared by weight too; and the window's edges cut
-// at most a batch or two of each worker. That is a few batches off at
-// most, where ±25% allows 5, 10 and 20. Then every job finishes with
+// so its first turns are shared by weight too; each worker's first-batch
+// lane takes one batch of each job out of turn; and the window's edges
+// cut at most a batch or two of each worker. That is a few batches off
+// at most, where ±25% allows 5, 10 and 20. Then every job finishes with
 // exact counts.
 func TestPrioritySharesSurviveSIGKILL(t *testing.T) {
 	const per, window, killAt = 1500, 140, 30
