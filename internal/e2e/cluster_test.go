@@ -512,9 +512,10 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	t.Logf("all workers: %v batches handled for %d, %v acked, %v redelivered, %v puzzles solved for %d",
 		handled, batches, acked, redelivered, solved, n)
 	extra := handled - float64(batches)
+	// A batch in work when the node went need not be delivered again: a
+	// worker tries its writes again in place while JetStream elects a
+	// leader (worker.retryUnavailable).
 	switch {
-	case redelivered == 0 && victimRole != "jobs_bucket_leader":
-		t.Errorf("no batch was delivered again after losing the %s; a batch in work then must have been", victimRole)
 	case acked < float64(batches):
 		t.Errorf("%v batches acked and %v handled for %d batches", acked, handled, batches)
 	case math.Abs(solved-n) > batchSize*extra:
