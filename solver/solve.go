@@ -491,6 +491,7 @@ func add4(c1, c2, c4, x uint64) (uint64, uint64, uint64) {
 // value has not changed since it was last looked at is skipped.
 func (s *state) propagateBands() bool {
 	dirty := s.dirty
+	var seen uint32 // the words looked at, for the other rules
 	for dirty != 0 {
 		i := bits.TrailingZeros32(dirty)
 		dirty &= dirty - 1
@@ -503,42 +504,32 @@ func (s *state) propagateBands() bool {
 			s.dirty = 0
 			return false
 		}
-		s.moved |= 1 << i
-		s.tmoved |= 1 << i
-		s.nmoved |= 1 << i
+		seen |= 1 << i
 		s.cand[i], s.prev[i] = x, x
 		// Rows of the band that hold exactly one cell.
-		var single uint32
-		if r := x & 0x1ff; r&(r-1) == 0 {
-			single |= r
-		}
-		if r := x & (0x1ff << 9); r&(r-1) == 0 {
-			single |= r
-		}
-		if r := x & (0x1ff << 18); r&(r-1) == 0 {
-			single |= r
-		}
+		single := uint32(rowSingle[x&0x1ff]) | uint32(rowSingle[x>>9&0x1ff])<<9 | uint32(rowSingle[x>>18&0x1ff])<<18
 		b := int(bandOf[i])
 		solved := single & s.unsolved[b]
 		if solved == 0 {
 			continue
 		}
 		s.unsolved[b] &^= solved
-		ch := s.clearBand(b, solved) &^ (1 << i)
-		s.cand[i] = x
+		// The solved cells leave the band's other digits, and their
+		// columns the digit's other bands. In its own band the columns
+		// hold nothing else: bandMask left the digit only the solved
+		// cell's minirow in its box. So the columns are cleared from all
+		// three words and the word put back.
+		ch := s.clearBand(b, solved)
 		col := colsMask(columnsOf(solved))
-		d := i - b
-		switch b {
-		case 0:
-			ch |= clear(&s.cand[d+1], col)<<(d+1) | clear(&s.cand[d+2], col)<<(d+2)
-		case 1:
-			ch |= clear(&s.cand[d], col)<<d | clear(&s.cand[d+2], col)<<(d+2)
-		default:
-			ch |= clear(&s.cand[d], col)<<d | clear(&s.cand[d+1], col)<<(d+1)
-		}
-		dirty |= ch
+		w := (*[3]uint32)(s.cand[i-b:])
+		ch |= (clear27(&w[0], col) | clear27(&w[1], col)<<1 | clear27(&w[2], col)<<2) << (i - b)
+		s.cand[i] = x
+		dirty |= ch &^ (1 << i)
 	}
 	s.dirty = 0
+	s.moved |= seen
+	s.tmoved |= seen
+	s.nmoved |= seen
 	return true
 }
 

@@ -45,6 +45,10 @@ var (
 	// cell of p's row and box: placing a digit at p.
 	keepOnPlace [27]uint32
 
+	// rowSingle maps a row of a band word (nine bits) to itself when it
+	// has exactly one cell, else to 0.
+	rowSingle [512]uint16
+
 	// cellBand and cellBit locate each of the 81 cells in the band words.
 	cellBand [81]uint8
 	cellBit  [81]uint32
@@ -97,6 +101,11 @@ func init() {
 	}
 	for s := range bandMask {
 		bandMask[s] = minirowCells[permKeep[s]]
+	}
+	for r := range rowSingle {
+		if r != 0 && r&(r-1) == 0 {
+			rowSingle[r] = uint16(r)
+		}
 	}
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
