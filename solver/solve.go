@@ -570,17 +570,20 @@ func (s *state) nakedSingles() (placed, ok bool) {
 			return false, false
 		}
 		singles := u &^ two
+		if singles == 0 {
+			continue
+		}
+		// The digit of each single, from the bits of its index: plane k
+		// has the cells where a digit with bit k set is possible.
+		p0 := w[3] | w[9] | w[15] | w[21]
+		p1 := w[6] | w[9] | w[18] | w[21]
+		p2 := w[12] | w[15] | w[18] | w[21]
+		p3 := w[24]
 		for singles != 0 {
 			p := uint32(bits.TrailingZeros32(singles))
-			bit := uint32(1) << p
-			singles &^= bit
-			d := 0
-			for ; d < 9; d++ {
-				if s.cand[d*3+b]&bit != 0 {
-					break
-				}
-			}
-			if d == 9 { // an earlier single in this pass took its last digit
+			singles &= singles - 1
+			d := int(p0>>p&1 | (p1>>p&1)<<1 | (p2>>p&1)<<2 | (p3>>p&1)<<3)
+			if s.cand[d*3+b]>>p&1 == 0 { // an earlier single in this pass took its last digit
 				return false, false
 			}
 			s.place(d, b, p)
