@@ -519,7 +519,11 @@ func (s *state) propagateBands() bool {
 		// hold nothing else: bandMask left the digit only the solved
 		// cell's minirow in its box. So the columns are cleared from all
 		// three words and the word put back.
-		ch := s.clearBand(b, solved)
+		// (clearBand written out: a call spills the loop's registers.)
+		v := (*[25]uint32)(s.cand[b:])
+		ch := (clear27(&v[0], solved) | clear27(&v[3], solved)<<3 | clear27(&v[6], solved)<<6 |
+			clear27(&v[9], solved)<<9 | clear27(&v[12], solved)<<12 | clear27(&v[15], solved)<<15 |
+			clear27(&v[18], solved)<<18 | clear27(&v[21], solved)<<21 | clear27(&v[24], solved)<<24) << b
 		col := colsMask(columnsOf(solved))
 		w := (*[3]uint32)(s.cand[i-b:])
 		ch |= (clear27(&w[0], col) | clear27(&w[1], col)<<1 | clear27(&w[2], col)<<2) << (i - b)
