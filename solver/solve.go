@@ -499,15 +499,22 @@ func (s *state) propagateBands() bool {
 		if x == s.prev[i] {
 			continue
 		}
-		x &= bandMask[shrink(x)]
+		// The minirows holding exactly one cell (marked at their first
+		// cell), worked out beside the table lookup: the band rule keeps
+		// or drops whole minirows.
+		t, u, v := x&minirowTops, x>>1&minirowTops, x>>2&minirowTops
+		oneCell := (t ^ u ^ v) &^ (t & u)
+		e := bandRule[shrink(x)]
+		x &= uint32(e)
 		if x == 0 {
 			s.dirty = 0
 			return false
 		}
 		seen |= 1 << i
 		s.cand[i], s.prev[i] = x, x
-		// Rows of the band that hold exactly one cell.
-		single := uint32(rowSingle[x&0x1ff]) | uint32(rowSingle[x>>9&0x1ff])<<9 | uint32(rowSingle[x>>18&0x1ff])<<18
+		// Rows of the band that hold exactly one cell: rows left with one
+		// minirow, which holds one cell.
+		single := x & (oneCell & uint32(e>>32) * 7)
 		b := int(bandOf[i])
 		solved := single & s.unsolved[b]
 		if solved == 0 {
@@ -520,10 +527,10 @@ func (s *state) propagateBands() bool {
 		// cell's minirow in its box. So the columns are cleared from all
 		// three words and the word put back.
 		// (clearBand written out: a call spills the loop's registers.)
-		v := (*[25]uint32)(s.cand[b:])
-		ch := (clear27(&v[0], solved) | clear27(&v[3], solved)<<3 | clear27(&v[6], solved)<<6 |
-			clear27(&v[9], solved)<<9 | clear27(&v[12], solved)<<12 | clear27(&v[15], solved)<<15 |
-			clear27(&v[18], solved)<<18 | clear27(&v[21], solved)<<21 | clear27(&v[24], solved)<<24) << b
+		wb := (*[25]uint32)(s.cand[b:])
+		ch := (clear27(&wb[0], solved) | clear27(&wb[3], solved)<<3 | clear27(&wb[6], solved)<<6 |
+			clear27(&wb[9], solved)<<9 | clear27(&wb[12], solved)<<12 | clear27(&wb[15], solved)<<15 |
+			clear27(&wb[18], solved)<<18 | clear27(&wb[21], solved)<<21 | clear27(&wb[24], solved)<<24) << b
 		col := colsMask(columnsOf(solved))
 		w := (*[3]uint32)(s.cand[i-b:])
 		ch |= (clear27(&w[0], col) | clear27(&w[1], col)<<1 | clear27(&w[2], col)<<2) << (i - b)

@@ -45,9 +45,10 @@ var (
 	// cell of p's row and box: placing a digit at p.
 	keepOnPlace [27]uint32
 
-	// rowSingle maps a row of a band word (nine bits) to itself when it
-	// has exactly one cell, else to 0.
-	rowSingle [512]uint16
+	// bandRule maps a shrunk band word to bandMask (low 32 bits) and, in
+	// the high 32 bits, the minirows (marked at their first cell, as
+	// minirowsAt) that are the only ones left in their row.
+	bandRule [512]uint64
 
 	// cellBand and cellBit locate each of the 81 cells in the band words.
 	cellBand [81]uint8
@@ -102,10 +103,21 @@ func init() {
 	for s := range bandMask {
 		bandMask[s] = minirowCells[permKeep[s]]
 	}
-	for r := range rowSingle {
-		if r != 0 && r&(r-1) == 0 {
-			rowSingle[r] = uint16(r)
+	for sh := range bandRule {
+		keep := uint32(permKeep[sh])
+		var only uint32
+		for r := uint32(0); r < 3; r++ {
+			var in []uint32
+			for k := uint32(0); k < 3; k++ {
+				if keep&(1<<(3*k+r)) != 0 {
+					in = append(in, k)
+				}
+			}
+			if len(in) == 1 {
+				only |= 1 << (9*r + 3*in[0])
+			}
 		}
+		bandRule[sh] = uint64(bandMask[sh]) | uint64(only)<<32
 	}
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
