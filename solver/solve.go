@@ -504,6 +504,7 @@ func (s *state) propagateBands() bool {
 		// or drops whole minirows.
 		t, u, v := x&minirowTops, x>>1&minirowTops, x>>2&minirowTops
 		oneCell := (t ^ u ^ v) &^ (t & u)
+		lone := x & (oneCell | oneCell<<1 | oneCell<<2) // the cells alone in their minirow
 		e := bandRule[shrink(x)]
 		x &= uint32(e)
 		if x == 0 {
@@ -514,7 +515,7 @@ func (s *state) propagateBands() bool {
 		s.cand[i], s.prev[i] = x, x
 		// Rows of the band that hold exactly one cell: rows left with one
 		// minirow, which holds one cell.
-		single := x & (oneCell & uint32(e>>32) * 7)
+		single := lone & uint32(e>>32)
 		b := int(bandOf[i])
 		solved := single & s.unsolved[b]
 		if solved == 0 {

@@ -46,8 +46,8 @@ var (
 	keepOnPlace [27]uint32
 
 	// bandRule maps a shrunk band word to bandMask (low 32 bits) and, in
-	// the high 32 bits, the minirows (marked at their first cell, as
-	// minirowsAt) that are the only ones left in their row.
+	// the high 32 bits, the cells of the minirows that are the only ones
+	// left in their row.
 	bandRule [512]uint64
 
 	// cellBand and cellBit locate each of the 81 cells in the band words.
@@ -114,7 +114,7 @@ func init() {
 				}
 			}
 			if len(in) == 1 {
-				only |= 1 << (9*r + 3*in[0])
+				only |= 7 << (9*r + 3*in[0])
 			}
 		}
 		bandRule[sh] = uint64(bandMask[sh]) | uint64(only)<<32
