@@ -307,15 +307,18 @@ func (s *state) propagate() bool {
 		if placed {
 			continue
 		}
+		// Every cell placed, each by a rule that took its digit out of
+		// the cell's row, column and box first: a solution, with nothing
+		// left for the other rules.
+		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
+			return true
+		}
 		placed, ok = s.stacks()
 		if !ok {
 			return false
 		}
 		if placed {
 			continue
-		}
-		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
-			return true
 		}
 		placed, ok = s.triads()
 		if !ok {
