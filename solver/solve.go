@@ -215,13 +215,14 @@ func (s *state) init(g *Grid, filled [2]uint64) (ok bool) {
 			own[int(v)*3+int(b)] |= bit
 		}
 	}
-	for d, u := range units[1:10] {
-		cols := colsMask(u >> 9 & 0x1ff)
-		for b := 0; b < 3; b++ {
-			rows := bandRows[u>>(3*b)&7]
-			boxes := colsMask(boxCols[u>>(18+3*b)&7])
-			s.cand[d*3+b] = 0x7ffffff&^(given[b]|rows|cols|boxes) | own[(d+1)*3+b]
-		}
+	for d := 0; d < 9; d++ {
+		u := units[d+1]
+		o := (*[3]uint32)(own[(d+1)*3:])
+		w := (*[3]uint32)(s.cand[d*3:])
+		free := 0x7ffffff &^ colsMask(u>>9&0x1ff)
+		w[0] = free&^(given[0]|bandRows[u&7]|boxCells[u>>18&7]) | o[0]
+		w[1] = free&^(given[1]|bandRows[u>>3&7]|boxCells[u>>21&7]) | o[1]
+		w[2] = free&^(given[2]|bandRows[u>>6&7]|boxCells[u>>24&7]) | o[2]
 	}
 	s.prev = [27]uint32{} // differs from every live word: all get looked at
 	s.dirty = 1<<27 - 1
@@ -235,14 +236,14 @@ func (s *state) init(g *Grid, filled [2]uint64) (ok bool) {
 }
 
 // bandRows maps three bits, one per row of a band, to the band cells in
-// those rows; boxCols maps three bits, one per box of a band, to the nine
-// columns of those boxes.
-var bandRows, boxCols = func() (rows, cols [8]uint32) {
+// those rows; boxCells maps three bits, one per box of a band, to the band
+// cells in those boxes.
+var bandRows, boxCells = func() (rows, boxes [8]uint32) {
 	for m := range 8 {
 		for k := 0; k < 3; k++ {
 			if m&(1<<k) != 0 {
 				rows[m] |= 0x1ff << (9 * k)
-				cols[m] |= 7 << (3 * k)
+				boxes[m] |= colsMask(7 << (3 * k))
 			}
 		}
 	}
