@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"encoding/binary"
 	"context"
 	"errors"
 	"fmt"
@@ -709,15 +710,25 @@ func (e *engine) search(s *state, depth int) {
 	e.search(s, depth)
 }
 
-// fill writes the solved position to g.
+// fill writes the solved position to g. A band's 27 cells are
+// consecutive in g, so eight cells are written at once: each bit of a
+// cell's digit is gathered from the words of the digits that have it (a
+// bit plane), and spread to one bit per byte with a table.
 func (s *state) fill(g *Grid) {
-	for d := 0; d < 9; d++ {
-		for b := 0; b < 3; b++ {
-			for m := s.cand[d*3+b]; m != 0; m &= m - 1 {
-				g[b*27+bits.TrailingZeros32(m)] = uint8(d + 1)
-			}
+	var out [3*27 + 8]uint8 // room for the last band's last eight bytes
+	for b := 0; b < 3; b++ {
+		w := (*[25]uint32)(s.cand[b:])
+		// Digit d+1's word is w[3d]; the planes of the digit's bits.
+		q0 := w[0] | w[6] | w[12] | w[18] | w[24] // 1, 3, 5, 7, 9
+		q1 := w[3] | w[6] | w[15] | w[18]         // 2, 3, 6, 7
+		q2 := w[9] | w[12] | w[15] | w[18]        // 4, 5, 6, 7
+		q3 := w[21] | w[24]                       // 8, 9
+		for k := uint(0); k < 32; k += 8 {
+			v := spread8[q0>>k&0xff] | spread8[q1>>k&0xff]<<1 | spread8[q2>>k&0xff]<<2 | spread8[q3>>k&0xff]<<3
+			binary.LittleEndian.PutUint64(out[b*27+int(k):], v)
 		}
 	}
+	*g = Grid(out[:81])
 }
 
 // keepConfig keeps digit d only in configuration m of band u (of stack u

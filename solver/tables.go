@@ -50,6 +50,10 @@ var (
 	// left in their row.
 	bandRule [512]uint64
 
+	// spread8 maps eight bits to eight bytes, bit i to the low bit of byte
+	// i (little-endian).
+	spread8 [256]uint64
+
 	// cellBand and cellBit locate each of the 81 cells in the band words.
 	cellBand [81]uint8
 	cellBit  [81]uint32
@@ -118,6 +122,13 @@ func init() {
 			}
 		}
 		bandRule[sh] = uint64(bandMask[sh]) | uint64(only)<<32
+	}
+	for t := range spread8 {
+		for i := 0; i < 8; i++ {
+			if t&(1<<i) != 0 {
+				spread8[t] |= 1 << (8 * i)
+			}
+		}
 	}
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
