@@ -1,8 +1,8 @@
 package solver
 
 import (
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
