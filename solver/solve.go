@@ -2,6 +2,7 @@ package solver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -215,13 +216,14 @@ func (s *state) init(g *Grid, filled [2]uint64) (ok bool) {
 			own[int(v)*3+int(b)] |= bit
 		}
 	}
-	for d, u := range units[1:10] {
-		cols := colsMask(u >> 9 & 0x1ff)
-		for b := 0; b < 3; b++ {
-			rows := bandRows[u>>(3*b)&7]
-			boxes := colsMask(boxCols[u>>(18+3*b)&7])
-			s.cand[d*3+b] = 0x7ffffff&^(given[b]|rows|cols|boxes) | own[(d+1)*3+b]
-		}
+	for d := 0; d < 9; d++ {
+		u := units[d+1]
+		o := (*[3]uint32)(own[(d+1)*3:])
+		w := (*[3]uint32)(s.cand[d*3:])
+		free := 0x7ffffff &^ colsMask(u>>9&0x1ff)
+		w[0] = free&^(given[0]|bandRows[u&7]|boxCells[u>>18&7]) | o[0]
+		w[1] = free&^(given[1]|bandRows[u>>3&7]|boxCells[u>>21&7]) | o[1]
+		w[2] = free&^(given[2]|bandRows[u>>6&7]|boxCells[u>>24&7]) | o[2]
 	}
 	s.prev = [27]uint32{} // differs from every live word: all get looked at
 	s.dirty = 1<<27 - 1
@@ -235,14 +237,14 @@ func (s *state) init(g *Grid, filled [2]uint64) (ok bool) {
 }
 
 // bandRows maps three bits, one per row of a band, to the band cells in
-// those rows; boxCols maps three bits, one per box of a band, to the nine
-// columns of those boxes.
-var bandRows, boxCols = func() (rows, cols [8]uint32) {
+// those rows; boxCells maps three bits, one per box of a band, to the band
+// cells in those boxes.
+var bandRows, boxCells = func() (rows, boxes [8]uint32) {
 	for m := range 8 {
 		for k := 0; k < 3; k++ {
 			if m&(1<<k) != 0 {
 				rows[m] |= 0x1ff << (9 * k)
-				cols[m] |= 7 << (3 * k)
+				boxes[m] |= colsMask(7 << (3 * k))
 			}
 		}
 	}
@@ -307,15 +309,18 @@ func (s *state) propagate() bool {
 		if placed {
 			continue
 		}
+		// Every cell placed, each by a rule that took its digit out of
+		// the cell's row, column and box first: a solution, with nothing
+		// left for the other rules.
+		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
+			return true
+		}
 		placed, ok = s.stacks()
 		if !ok {
 			return false
 		}
 		if placed {
 			continue
-		}
-		if s.unsolved[0]|s.unsolved[1]|s.unsolved[2] == 0 {
-			return true
 		}
 		placed, ok = s.triads()
 		if !ok {
@@ -491,6 +496,7 @@ func add4(c1, c2, c4, x uint64) (uint64, uint64, uint64) {
 // value has not changed since it was last looked at is skipped.
 func (s *state) propagateBands() bool {
 	dirty := s.dirty
+	var seen uint32 // the words looked at, for the other rules
 	for dirty != 0 {
 		i := bits.TrailingZeros32(dirty)
 		dirty &= dirty - 1
@@ -498,47 +504,49 @@ func (s *state) propagateBands() bool {
 		if x == s.prev[i] {
 			continue
 		}
-		x &= bandMask[shrink(x)]
+		// The minirows holding exactly one cell (marked at their first
+		// cell), worked out beside the table lookup: the band rule keeps
+		// or drops whole minirows.
+		t, u, v := x&minirowTops, x>>1&minirowTops, x>>2&minirowTops
+		oneCell := (t ^ u ^ v) &^ (t & u)
+		lone := x & (oneCell | oneCell<<1 | oneCell<<2) // the cells alone in their minirow
+		e := bandRule[shrink(x)]
+		x &= uint32(e)
 		if x == 0 {
 			s.dirty = 0
 			return false
 		}
-		s.moved |= 1 << i
-		s.tmoved |= 1 << i
-		s.nmoved |= 1 << i
+		seen |= 1 << i
 		s.cand[i], s.prev[i] = x, x
-		// Rows of the band that hold exactly one cell.
-		var single uint32
-		if r := x & 0x1ff; r&(r-1) == 0 {
-			single |= r
-		}
-		if r := x & (0x1ff << 9); r&(r-1) == 0 {
-			single |= r
-		}
-		if r := x & (0x1ff << 18); r&(r-1) == 0 {
-			single |= r
-		}
+		// Rows of the band that hold exactly one cell: rows left with one
+		// minirow, which holds one cell.
+		single := lone & uint32(e>>32)
 		b := int(bandOf[i])
 		solved := single & s.unsolved[b]
 		if solved == 0 {
 			continue
 		}
 		s.unsolved[b] &^= solved
-		ch := s.clearBand(b, solved) &^ (1 << i)
-		s.cand[i] = x
+		// The solved cells leave the band's other digits, and their
+		// columns the digit's other bands. In its own band the columns
+		// hold nothing else: bandMask left the digit only the solved
+		// cell's minirow in its box. So the columns are cleared from all
+		// three words and the word put back.
+		// (clearBand written out: a call spills the loop's registers.)
+		wb := (*[25]uint32)(s.cand[b:])
+		ch := (clear27(&wb[0], solved) | clear27(&wb[3], solved)<<3 | clear27(&wb[6], solved)<<6 |
+			clear27(&wb[9], solved)<<9 | clear27(&wb[12], solved)<<12 | clear27(&wb[15], solved)<<15 |
+			clear27(&wb[18], solved)<<18 | clear27(&wb[21], solved)<<21 | clear27(&wb[24], solved)<<24) << b
 		col := colsMask(columnsOf(solved))
-		d := i - b
-		switch b {
-		case 0:
-			ch |= clear(&s.cand[d+1], col)<<(d+1) | clear(&s.cand[d+2], col)<<(d+2)
-		case 1:
-			ch |= clear(&s.cand[d], col)<<d | clear(&s.cand[d+2], col)<<(d+2)
-		default:
-			ch |= clear(&s.cand[d], col)<<d | clear(&s.cand[d+1], col)<<(d+1)
-		}
-		dirty |= ch
+		w := (*[3]uint32)(s.cand[i-b:])
+		ch |= (clear27(&w[0], col) | clear27(&w[1], col)<<1 | clear27(&w[2], col)<<2) << (i - b)
+		s.cand[i] = x
+		dirty |= ch &^ (1 << i)
 	}
 	s.dirty = 0
+	s.moved |= seen
+	s.tmoved |= seen
+	s.nmoved |= seen
 	return true
 }
 
@@ -579,17 +587,20 @@ func (s *state) nakedSingles() (placed, ok bool) {
 			return false, false
 		}
 		singles := u &^ two
+		if singles == 0 {
+			continue
+		}
+		// The digit of each single, from the bits of its index: plane k
+		// has the cells where a digit with bit k set is possible.
+		p0 := w[3] | w[9] | w[15] | w[21]
+		p1 := w[6] | w[9] | w[18] | w[21]
+		p2 := w[12] | w[15] | w[18] | w[21]
+		p3 := w[24]
 		for singles != 0 {
 			p := uint32(bits.TrailingZeros32(singles))
-			bit := uint32(1) << p
-			singles &^= bit
-			d := 0
-			for ; d < 9; d++ {
-				if s.cand[d*3+b]&bit != 0 {
-					break
-				}
-			}
-			if d == 9 { // an earlier single in this pass took its last digit
+			singles &= singles - 1
+			d := int(p0>>p&1 | (p1>>p&1)<<1 | (p2>>p&1)<<2 | (p3>>p&1)<<3)
+			if s.cand[d*3+b]>>p&1 == 0 { // an earlier single in this pass took its last digit
 				return false, false
 			}
 			s.place(d, b, p)
@@ -699,15 +710,25 @@ func (e *engine) search(s *state, depth int) {
 	e.search(s, depth)
 }
 
-// fill writes the solved position to g.
+// fill writes the solved position to g. A band's 27 cells are
+// consecutive in g, so eight cells are written at once: each bit of a
+// cell's digit is gathered from the words of the digits that have it (a
+// bit plane), and spread to one bit per byte with a table.
 func (s *state) fill(g *Grid) {
-	for d := 0; d < 9; d++ {
-		for b := 0; b < 3; b++ {
-			for m := s.cand[d*3+b]; m != 0; m &= m - 1 {
-				g[b*27+bits.TrailingZeros32(m)] = uint8(d + 1)
-			}
+	var out [3*27 + 8]uint8 // room for the last band's last eight bytes
+	for b := 0; b < 3; b++ {
+		w := (*[25]uint32)(s.cand[b:])
+		// Digit d+1's word is w[3d]; the planes of the digit's bits.
+		q0 := w[0] | w[6] | w[12] | w[18] | w[24] // 1, 3, 5, 7, 9
+		q1 := w[3] | w[6] | w[15] | w[18]         // 2, 3, 6, 7
+		q2 := w[9] | w[12] | w[15] | w[18]        // 4, 5, 6, 7
+		q3 := w[21] | w[24]                       // 8, 9
+		for k := uint(0); k < 32; k += 8 {
+			v := spread8[q0>>k&0xff] | spread8[q1>>k&0xff]<<1 | spread8[q2>>k&0xff]<<2 | spread8[q3>>k&0xff]<<3
+			binary.LittleEndian.PutUint64(out[b*27+int(k):], v)
 		}
 	}
+	*g = Grid(out[:81])
 }
 
 // keepConfig keeps digit d only in configuration m of band u (of stack u

@@ -45,6 +45,15 @@ var (
 	// cell of p's row and box: placing a digit at p.
 	keepOnPlace [27]uint32
 
+	// bandRule maps a shrunk band word to bandMask (low 32 bits) and, in
+	// the high 32 bits, the cells of the minirows that are the only ones
+	// left in their row.
+	bandRule [512]uint64
+
+	// spread8 maps eight bits to eight bytes, bit i to the low bit of byte
+	// i (little-endian).
+	spread8 [256]uint64
+
 	// cellBand and cellBit locate each of the 81 cells in the band words.
 	cellBand [81]uint8
 	cellBit  [81]uint32
@@ -97,6 +106,29 @@ func init() {
 	}
 	for s := range bandMask {
 		bandMask[s] = minirowCells[permKeep[s]]
+	}
+	for sh := range bandRule {
+		keep := uint32(permKeep[sh])
+		var only uint32
+		for r := uint32(0); r < 3; r++ {
+			var in []uint32
+			for k := uint32(0); k < 3; k++ {
+				if keep&(1<<(3*k+r)) != 0 {
+					in = append(in, k)
+				}
+			}
+			if len(in) == 1 {
+				only |= 7 << (9*r + 3*in[0])
+			}
+		}
+		bandRule[sh] = uint64(bandMask[sh]) | uint64(only)<<32
+	}
+	for t := range spread8 {
+		for i := 0; i < 8; i++ {
+			if t&(1<<i) != 0 {
+				spread8[t] |= 1 << (8 * i)
+			}
+		}
 	}
 	for p := 0; p < 27; p++ {
 		r, c := p/9, p%9
