@@ -136,7 +136,7 @@ func (f *follower) readRecord(ctx context.Context) error {
 			if rec.Stale(time.Now()) {
 				// Its producer is gone: the job will never finish. The
 				// workers mark it failed; a reader only reads.
-				f.rec.FailStale()
+				f.rec.FailStale(time.Now())
 			}
 			if f.rec.State == job.Failed {
 				return fmt.Errorf("job %s: %w: %s", f.id, ErrJobFailed, f.rec.Error)

@@ -92,7 +92,7 @@ func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 // is shown failed at once, before a worker's sweep writes it.
 func StatusOf(o queue.Options, rec job.Record, now time.Time) Status {
 	if rec.Stale(now) {
-		rec.FailStale()
+		rec.FailStale(now)
 	}
 	r := &rec
 	form := queue.FormBinary

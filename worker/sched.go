@@ -418,7 +418,7 @@ func (s *schedule) failStale(ctx context.Context, store *job.Store) {
 			if !r.Stale(time.Now()) {
 				return job.ErrUnchanged
 			}
-			r.FailStale()
+			r.FailStale(time.Now())
 			return nil
 		}, func(r *job.Record) bool { return !r.State.Active() })
 		if err != nil {

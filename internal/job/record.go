@@ -239,9 +239,9 @@ func DecodeRecord(data []byte) (Record, error) {
 	return r, nil
 }
 
-// FailStale marks a Stale record Failed, saying why.
-func (r *Record) FailStale() {
-	r.State, r.Finished = Failed, time.Now().UTC()
+// FailStale marks a Stale record Failed at now, saying why.
+func (r *Record) FailStale(now time.Time) {
+	r.State, r.Finished = Failed, now.UTC()
 	r.Error = fmt.Sprintf("its producer stopped publishing after %d lines (no heartbeat since %s)",
 		r.Lines, r.Heartbeat.Format(time.RFC3339))
 }
