@@ -320,7 +320,7 @@ func (f *follower) run(ctx context.Context) error {
 	}()
 	lastRead, lastMsg := time.Now(), time.Now()
 	idle := 0
-	missing := 0   // reads by subject in a row that found no next batch
+	missing := 0 // reads by subject in a row that found no next batch
 	var missingSince time.Time
 	hurry := false // the last read by subject brought the next batch
 	for !f.complete() {
