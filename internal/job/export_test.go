@@ -6,3 +6,6 @@ import "context"
 func (s *Store) LeaderGet(ctx context.Context, key string) ([]byte, uint64, error) {
 	return s.leaderGet(ctx, key)
 }
+
+// Replicated exposes replicated to the tests of package job_test.
+func (s *Store) Replicated(ctx context.Context) bool { return s.replicated(ctx) }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -117,9 +118,13 @@ func (s *Store) Apply(ctx context.Context, id string, fn func(*Record) error) (R
 // failed) must not be undone: on nats-server before 2.9.21 a cluster may
 // take two updates of the same revision made at once (see
 // Record.Recount), the later one writing back the state the earlier
-// changed.
+// changed. On a single server, which checks the revision where it
+// stores the update and takes no such pair, it is Apply alone.
 func (s *Store) ApplyConfirmed(ctx context.Context, id string, fn func(*Record) error, holds func(*Record) bool) (Record, error) {
 	r, err := s.Apply(ctx, id, fn)
+	if err != nil || !s.replicated(ctx) {
+		return r, err
+	}
 	for wait := confirmAfter; err == nil && wait <= 8*confirmAfter; wait *= 2 {
 		select {
 		case <-time.After(wait):
@@ -133,6 +138,32 @@ func (s *Store) ApplyConfirmed(ctx context.Context, id string, fn func(*Record) 
 		r, err = s.Apply(ctx, id, fn)
 	}
 	return r, err
+}
+
+// replicatedBuckets caches Store.replicated by bucket name (a bucket's
+// replicas change only by an operator's 'sudoku setup --apply').
+var replicatedBuckets sync.Map
+
+// replicated reports whether the bucket has more than one replica, or is
+// on a cluster at all (where even one replica's updates may go through
+// the cluster's consensus); when it cannot tell, it says so, to be safe.
+func (s *Store) replicated(ctx context.Context) bool {
+	name := s.kv.Bucket()
+	if v, ok := replicatedBuckets.Load(name); ok {
+		return v.(bool)
+	}
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return true
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return true
+	}
+	info := bs.StreamInfo()
+	r := info.Config.Replicas > 1 || info.Cluster != nil && info.Cluster.Name != ""
+	replicatedBuckets.Store(name, r)
+	return r
 }
 
 // confirmAfter is how long ApplyConfirmed first waits to read the record

@@ -76,6 +76,40 @@ func TestStoreReadsTheLeader(t *testing.T) {
 	}
 }
 
+// TestOneServerNeedsNoConfirmation checks that a bucket on a single
+// server is not taken for a replicated one: there ApplyConfirmed is Apply
+// alone (the 2.9 cluster's lost updates it guards against cannot happen),
+// and its change is made.
+func TestOneServerNeedsNoConfirmation(t *testing.T) {
+	for _, server := range testenv.Servers {
+		t.Run(server, func(t *testing.T) {
+			q := testenv.NewQueue(t, server, queue.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s := job.NewStore(q.JS, q.Jobs)
+			if s.Replicated(ctx) {
+				t.Fatal("a bucket on one server taken for a replicated one")
+			}
+			rec := job.Record{V: 1, ID: job.NewID(), State: job.Publishing, Created: time.Now().UTC(), Batches: 1}
+			if _, err := s.Create(ctx, &rec); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.ApplyConfirmed(ctx, rec.ID, func(r *job.Record) error {
+				if !r.Cancel(time.Now()) {
+					return job.ErrUnchanged
+				}
+				return nil
+			}, func(r *job.Record) bool { return r.State == job.Cancelled })
+			if err != nil || got.State != job.Cancelled {
+				t.Fatalf("ApplyConfirmed = %s, %v", got.State, err)
+			}
+			if back, _, err := s.Get(ctx, rec.ID); err != nil || back.State != job.Cancelled {
+				t.Fatalf("record after ApplyConfirmed: %s, %v", back.State, err)
+			}
+		})
+	}
+}
+
 // TestListSkipsRecordsThatDoNotDecode stores a value that is not a record
 // under a job id (issue 22, finding 3: 'job list' exited 1 and GET
 // /v1/jobs answered 503): the listing skips it, saying so once, and lists
