@@ -248,18 +248,22 @@ func TestCancel(t *testing.T) {
 				t.Fatalf("%d batches of the cancelled job left in the work stream (%v)", n, err)
 			}
 		}
+		// A batch acked when its consumer was already gone stays in the
+		// stream, and comes back as stray work: its results stored, it is
+		// acked again (counted once), not solved again. So batches are
+		// counted by index.
 		got := o.get()
-		acked := 0
+		ackedBatches := map[uint64]bool{}
 		for _, h := range got {
 			switch h.outcome {
 			case OutcomeAcked:
-				acked++
+				ackedBatches[h.batch] = true
 			case OutcomeDropped:
 			default:
 				t.Errorf("batch %+v, want it acked or dropped: no dead letter and no retry", h)
 			}
 		}
-		if acked > atCancel+3 {
+		if acked := len(ackedBatches); acked > atCancel+3 {
 			t.Errorf("%d batches solved, %d when cancelled: want the job to stop: %v", acked, atCancel, got)
 		}
 		if dls := e.deadLetters(); len(dls) != 0 {
