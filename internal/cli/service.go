@@ -376,25 +376,27 @@ func summary(id string, r *job.Record, sum *result.Summary, timed bool, now time
 		elapsed := end.Sub(r.Created)
 		fmt.Fprintf(&b, " in %s (%.0f/s)", roundDuration(elapsed), float64(sum.Total())/max(elapsed.Seconds(), 1e-9))
 	}
-	fmt.Fprintf(&b, ": %s%s", sum.Counts(), sources(r))
+	fmt.Fprintf(&b, ": %s%s", sum.Counts(), sources(r, int64(sum.Cached())))
 	return b.String()
 }
 
 // sources says where a job's answers came from, when not all from the
-// workers: " (30 from the workers, 10 from the cache, 3 repeats of
-// earlier lines)", or "". Invalid lines are in the counts by status
-// already.
-func sources(r *job.Record) string {
-	if r.Cached == 0 && r.Repeated == 0 {
+// workers' solvers: " (30 from the workers, 10 from the cache, 3 repeats
+// of earlier lines)", or "". Invalid lines are in the counts by status
+// already. cached is the number of results read that came from the cache:
+// those the producer found (the record's Cached) and those the workers
+// found.
+func sources(r *job.Record, cached int64) string {
+	cached = max(cached, r.Cached)
+	if cached == 0 && r.Repeated == 0 {
 		return ""
 	}
 	var parts []string
-	// Of a finished job, Cached counts the workers' cache hits too.
-	if solved := r.Lines - r.Invalid - r.Repeated - r.Cached; solved > 0 {
+	if solved := r.Lines - r.Invalid - r.Repeated - cached; solved > 0 {
 		parts = append(parts, fmt.Sprintf("%d from the workers", solved))
 	}
-	if r.Cached > 0 {
-		parts = append(parts, fmt.Sprintf("%d from the cache", r.Cached))
+	if cached > 0 {
+		parts = append(parts, fmt.Sprintf("%d from the cache", cached))
 	}
 	switch {
 	case r.Repeated == 1:

@@ -225,20 +225,30 @@ func TestSummary(t *testing.T) {
 		sum.Add(result.Result{Status: result.StatusInvalid})
 	}
 	mixed := job.Record{Lines: 46, Queued: 30, Cached: 10, Repeated: 3, Invalid: 3, Created: created, Finished: created.Add(2 * time.Second)}
+	// The workers found 4 more in the cache: results marked cached.
+	var hits result.Summary
+	for i := range 43 {
+		hits.Add(result.Result{Status: result.StatusUnique, Cached: i < 14})
+	}
+	for range 3 {
+		hits.Add(result.Result{Status: result.StatusInvalid})
+	}
 	workers := job.Record{Lines: 46, Queued: 43, Invalid: 3, Created: created}
 	tests := []struct {
 		name  string
 		rec   job.Record
+		sum   *result.Summary
 		timed bool
 		want  string
 	}{
-		{"mixed", mixed, true, "job X: 46 puzzles in 2s (23/s): 43 unique, 3 invalid (30 from the workers, 10 from the cache, 3 repeats of earlier lines)"},
-		{"mixed, not timed", mixed, false, "job X: 46 puzzles: 43 unique, 3 invalid (30 from the workers, 10 from the cache, 3 repeats of earlier lines)"},
+		{"mixed", mixed, &sum, true, "job X: 46 puzzles in 2s (23/s): 43 unique, 3 invalid (30 from the workers, 10 from the cache, 3 repeats of earlier lines)"},
+		{"mixed, not timed", mixed, &sum, false, "job X: 46 puzzles: 43 unique, 3 invalid (30 from the workers, 10 from the cache, 3 repeats of earlier lines)"},
 		// Not marked finished: the time up to now.
-		{"all by the workers", workers, true, "job X: 46 puzzles in 4s (12/s): 43 unique, 3 invalid"},
+		{"all by the workers", workers, &sum, true, "job X: 46 puzzles in 4s (12/s): 43 unique, 3 invalid"},
+		{"the workers' cache hits", mixed, &hits, false, "job X: 46 puzzles: 43 unique, 3 invalid (26 from the workers, 14 from the cache, 3 repeats of earlier lines)"},
 	}
 	for _, tt := range tests {
-		if got := summary("X", &tt.rec, &sum, tt.timed, created.Add(4*time.Second)); got != tt.want {
+		if got := summary("X", &tt.rec, tt.sum, tt.timed, created.Add(4*time.Second)); got != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
 		}
 	}

@@ -11,15 +11,19 @@ import (
 // Summary counts results by status. The zero value is an empty summary,
 // ready to use; it is not safe for concurrent use.
 type Summary struct {
-	known [6]int // by the index of the status in Statuses (Status.index)
-	other map[Status]int
-	total int
+	known  [6]int // by the index of the status in Statuses (Status.index)
+	other  map[Status]int
+	total  int
+	cached int
 }
 
 // Add counts r. A result of a defined status is counted without a map:
 // every result of a job goes through here.
 func (s *Summary) Add(r Result) {
 	s.total++
+	if r.Cached {
+		s.cached++
+	}
 	if i := r.Status.index(); i >= 0 {
 		s.known[i]++
 		return
@@ -29,6 +33,9 @@ func (s *Summary) Add(r Result) {
 	}
 	s.other[r.Status]++
 }
+
+// Cached returns the number of results counted that came from the cache.
+func (s *Summary) Cached() int { return s.cached }
 
 // index returns the index of s in Statuses, or -1 for a status not
 // defined.
