@@ -62,7 +62,8 @@ type turn struct {
 	heartbeat  time.Time
 	// published, with doneBatches of batches counted (as last watched);
 	// recounted is when the worker last recounted its results, and at
-	// how many batches counted.
+	// how many batches counted; recountWait how long it waits before it
+	// recounts them again at that count (see recount).
 	published            bool
 	doneBatches, batches int64
 	resultsFrom          uint64
