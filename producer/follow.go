@@ -132,6 +132,12 @@ func (f *follower) readRecord(ctx context.Context) error {
 		switch {
 		case err == nil:
 			f.rec, f.rev = rec, rev
+			if len(rec.Manifest) > 0 && len(f.manifest.Digests) == 0 {
+				// A small job's manifest, in its record.
+				if m, err := job.DecodeManifest(0, rec.Manifest); err == nil {
+					f.manifest = m
+				}
+			}
 			f.setWaiting("")
 			if rec.Stale(time.Now()) {
 				// Its producer is gone: the job will never finish. The

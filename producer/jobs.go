@@ -128,13 +128,14 @@ func StatusOf(o queue.Options, rec job.Record, now time.Time) Status {
 	return s
 }
 
-// Jobs returns the status of the newest jobs, newest first. Records that
+// Jobs returns the status of the newest jobs of owner ("" for every
+// owner's), newest first. Records that
 // do not decode are skipped, with one warning to log (nil:
 // slog.Default()) naming them.
-func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]Status, error) {
+func Jobs(ctx context.Context, q *queue.Queue, owner string, limit int, log *slog.Logger) ([]Status, error) {
 	var bad []string
 	var first error
-	recs, err := job.NewStore(q.JS, q.Jobs).List(ctx, limit, func(id string, err error) {
+	recs, err := job.NewStore(q.JS, q.Jobs).List(ctx, owner, limit, func(id string, err error) {
 		bad = append(bad, id)
 		first = cmp.Or(first, err)
 	})
@@ -150,12 +151,12 @@ func Jobs(ctx context.Context, q *queue.Queue, limit int, log *slog.Logger) ([]S
 	return out, err
 }
 
-// Cancel cancels job id: its record says cancelled (its producer stops
-// publishing at its next update) and its consumer goes, so that no worker
-// takes another batch of it; the workers drop its batches left in the
-// work stream (stray work of an ended job) and finish or drop those they
-// hold; the results stored stay readable. It needs no right to purge the
-// work stream: a producer may cancel. It returns the job's status as
+// Cancel cancels job id: its record says cancelled, and its producer,
+// if still publishing, stops at its next update; the workers drop its
+// batches left in its lane as they come to them (a moment's work each:
+// none is solved), and finish or drop those they hold; the results
+// stored stay readable. It needs no right to purge the work stream: a
+// producer may cancel its own jobs. It returns the job's status as
 // cancelled; a job that has ended already is left as it is (and its
 // status returned). Errors: job.ErrNotFound for an unknown job.
 func Cancel(ctx context.Context, q *queue.Queue, id string) (Status, error) {
@@ -168,11 +169,6 @@ func Cancel(ctx context.Context, q *queue.Queue, id string) (Status, error) {
 	if err != nil {
 		return Status{ID: id}, err
 	}
-	if rec.State == job.Cancelled {
-		if err := q.DropJobWork(ctx, id); err != nil {
-			return Status{ID: id}, err
-		}
-	}
 	return StatusOf(q.Opts, rec, time.Now()), nil
 }
 
@@ -184,7 +180,11 @@ func Remove(ctx context.Context, q *queue.Queue, id string) error {
 	if _, err := Cancel(ctx, q, id); err != nil {
 		return err
 	}
-	if err := q.EndWork(ctx, id); err != nil {
+	rec, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := q.EndWork(ctx, id, queue.LaneOf(&rec)); err != nil {
 		return err
 	}
 	if err := q.Results.Purge(ctx, jetstream.WithPurgeSubject(q.Opts.ResultsFilter(id))); err != nil {

@@ -53,8 +53,14 @@ type Options struct {
 	// JSONResults publishes the results in the JSON form
 	// (job.JSONResults), without repeats, for clients in other languages.
 	JSONResults bool
-	// Priority is the job's share of the workers (default normal).
+	// Priority is the job's share of its owner's turns (default normal).
 	Priority job.Priority
+	// Owner owns the jobs submitted (default job.DefaultOwner): the
+	// submitting NATS user, the HTTP caller's principal, or a tenant's
+	// name (job.CheckOwner). Workers take turns between owners, then
+	// between an owner's jobs; only the owner (or an admin) may cancel or
+	// remove them.
+	Owner string
 	// Progress, if set, is called after each group of batches is
 	// published, with the lines read so far, on the goroutine that
 	// publishes.
@@ -87,6 +93,9 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Owner == "" {
+		opts.Owner = job.DefaultOwner
 	}
 	if c == nil {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
@@ -196,13 +205,23 @@ func (st *Started) Wait() (Submitted, error) {
 // Start records a job, then reads in and publishes its batches on a
 // goroutine of its own, as Submit does, so that the caller may follow the
 // job meanwhile. It fails only when in holds no puzzle (input.ErrEmpty:
-// no job is created) or the record cannot be created; what fails
-// afterwards, Wait returns.
+// no job is created), the owner is not one (job.CheckOwner), or the
+// record cannot be created; what fails afterwards, Wait returns.
+//
+// A small job, whose whole input fits in its first batch, is done before
+// Start returns: its batch is published first, then its record is
+// created, complete (published, its manifest in it), in one write; it
+// goes to its owner's small lane. A larger one gets its record first
+// (publishing, with a heartbeat), then its batches as they are read, in
+// the least busy of its owner's big lanes.
 func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error) {
+	if err := job.CheckOwner(p.opts.Owner); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOwner, err)
+	}
 	if err := in.RequirePuzzle(); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
-	id := job.NewID()
+	id := job.NewID(p.opts.Owner)
 	form := queue.FormBinary
 	if p.opts.JSONResults {
 		form = queue.FormJSON
@@ -212,30 +231,43 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
 		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
 			JSONResults: p.opts.JSONResults, Priority: p.opts.Priority.Or()}}
-	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	s.lane = queue.Lane{Owner: p.opts.Owner, Priority: p.opts.Priority.Or(), Slot: queue.SlotSmall}
 	// Results come after what the stream holds now. Without the answer
 	// the readers start by time, as they did before the field.
-	if info, err := p.q.Results.Info(cctx); err == nil {
-		s.rec.ResultsFrom = info.State.LastSeq + 1
-		s.sub.Results.StartSeq = s.rec.ResultsFrom
+	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	if from, err := p.q.ResultsFrom(cctx); err == nil {
+		s.rec.ResultsFrom = from
+		s.sub.Results.StartSeq = from
 	}
-	_, err := p.jobs.Create(cctx, &s.rec)
-	if err == nil {
-		// Its consumer before its first batch; a worker would create
-		// it all the same (queue.Queue.JobWork).
-		if _, cerr := p.q.JobWork(cctx, s.sub.ID); cerr != nil {
-			p.opts.Logger.Debug("producer: the job's consumer is left to the workers", "job", s.sub.ID, "err", cerr)
+	cancel()
+	src, err := lookAhead(in, p.opts.FirstBatch)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	st := &Started{ID: s.sub.ID, done: make(chan struct{})}
+	if src.all {
+		s.small = true
+		if err := s.run(ctx, src); err != nil {
+			s.pub.abandon()
+			return nil, err
 		}
+		s.sub.Accepted = s.sub.Lines - s.sub.Invalid
+		st.sub = s.sub
+		close(st.done)
+		return st, nil
 	}
+	cctx, cancel = context.WithTimeout(ctx, apiTimeout)
+	s.lane.Slot = p.q.BigSlotFor(cctx, s.lane.Owner, s.lane.Priority)
+	s.rec.Slot = s.lane.Slot
+	_, err = p.jobs.Create(cctx, &s.rec)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("create the job record: %w", err)
 	}
-	st := &Started{ID: s.sub.ID, done: make(chan struct{})}
 	go func() {
 		defer close(st.done)
 		stop := s.heartbeat(ctx)
-		err := s.run(ctx, in)
+		err := s.run(ctx, src)
 		stop()
 		if err != nil {
 			s.fail(err)
@@ -246,6 +278,10 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	}()
 	return st, nil
 }
+
+// ErrBadOwner is matched by the error of a submission whose owner is not
+// a valid name.
+var ErrBadOwner = errors.New("bad owner")
 
 // heartbeat refreshes the record every job.HeartbeatEvery until stop, so
 // that readers can tell a slow input from a dead producer.
@@ -287,6 +323,11 @@ type answeredBatch struct {
 type submission struct {
 	p   *Producer
 	pub *publisher
+	// lane is where the job's batches go; small is set for a job whose
+	// whole input was read before its first batch closed: its record is
+	// created once every batch is published, complete.
+	lane  queue.Lane
+	small bool
 
 	mu  sync.Mutex // the record's fields below: heartbeat runs apart
 	sub Submitted
@@ -327,11 +368,16 @@ type submission struct {
 	solveItems []*job.Item
 }
 
-func (s *submission) run(ctx context.Context, in *input.Reader) error {
+func (s *submission) run(ctx context.Context, in source) error {
 	s.looking = !s.p.opts.Force && s.p.cache.Enabled()
 	s.flushAt = 1
+	if s.small {
+		s.flushAt = job.ManifestSpan
+	}
 	s.batchSize = s.p.opts.FirstBatch
-	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.BatchSize))
+	// Room for the first batch: the items grow with the batches (a small
+	// job allocates little).
+	s.batch = s.newBatch(make([]job.Item, 0, s.p.opts.FirstBatch))
 	for {
 		it, raw, err := in.NextRaw()
 		if errors.Is(err, io.EOF) {
@@ -350,6 +396,9 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	if err := s.closeBatch(ctx); err != nil {
 		return err
 	}
+	if s.small {
+		return s.finishSmall(ctx)
+	}
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
@@ -360,6 +409,48 @@ func (s *submission) run(ctx context.Context, in *input.Reader) error {
 	s.published = true
 	s.mu.Unlock()
 	return s.update(ctx)
+}
+
+// finishSmall publishes a small job's batches and waits for their acks,
+// then creates its record: published, or finished when the producer
+// answered every line itself, with its manifest in it. A worker that
+// takes a batch before the record is there waits for it a moment
+// (Worker.check); a producer that stops between the two leaves batches
+// of no job, which the workers dead-letter, and no record that anyone
+// would wait on.
+func (s *submission) finishSmall(ctx context.Context) error {
+	if len(s.digests) > job.ManifestSpan {
+		return fmt.Errorf("a small job of %d batches", len(s.digests)) // lookAhead reads too few lines for that
+	}
+	for _, f := range s.out {
+		if err := s.pub.publish(ctx, f); err != nil {
+			return err
+		}
+		s.sub.Batches++
+	}
+	s.out = s.out[:0]
+	if err := s.pub.wait(ctx); err != nil {
+		return err
+	}
+	now := time.Now()
+	r := &s.rec
+	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
+	r.Queued, r.Batches, r.State = s.sub.Queued, s.sub.Batches, job.Published
+	m := job.Manifest{Chunk: 0, Digests: s.digests}
+	r.Manifest = m.Encode()
+	for _, a := range s.answered {
+		r.AddResults(a.index, a.counts, now)
+	}
+	r.FinishIfDone(now)
+	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if _, err := s.p.jobs.Create(cctx, r); err != nil {
+		return fmt.Errorf("create the job record: %w", err)
+	}
+	if s.p.opts.Progress != nil {
+		s.p.opts.Progress(int(s.sub.Lines))
+	}
+	return nil
 }
 
 // newBatch returns the next batch, its items in items' memory.
@@ -476,7 +567,7 @@ func (s *submission) closeBatch(ctx context.Context) error {
 		if checked {
 			b.Flags |= job.FlagNoLookup
 		}
-		s.out = append(s.out, inflight{msg: s.p.q.Opts.WorkMsg(b)})
+		s.out = append(s.out, inflight{msg: s.p.q.Opts.WorkMsg(b, s.lane)})
 	}
 	s.digests = append(s.digests, d)
 	s.sub.Queued += int64(solve)
@@ -484,7 +575,7 @@ func (s *submission) closeBatch(ctx context.Context) error {
 	s.batchSize = min(2*s.batchSize, s.p.opts.BatchSize)
 	clear(b.Items)
 	*b, s.size = s.newBatch(b.Items), 0
-	if len(s.out) >= s.flushAt || len(s.digests) == job.ManifestSpan {
+	if !s.small && (len(s.out) >= s.flushAt || len(s.digests) == job.ManifestSpan) {
 		s.flushAt = min(2*s.flushAt, job.ManifestSpan)
 		return s.flush(ctx)
 	}
@@ -613,13 +704,6 @@ func (s *submission) updateLocked(ctx context.Context) error {
 	}
 	s.answered = s.answered[:0]
 	s.rec = rec
-	if rec.State == job.Finished {
-		// Every batch was answered before publishing ended: its
-		// consumer has no more work.
-		if err := s.p.q.DropJobWork(ctx, rec.ID); err != nil {
-			s.p.opts.Logger.Debug("producer: the job's consumer stays until idle", "job", rec.ID, "err", err)
-		}
-	}
 	return nil
 }
 
@@ -644,8 +728,5 @@ func (s *submission) fail(cause error) {
 	if err != nil {
 		s.p.opts.Logger.Error("producer: cannot mark the job failed", "job", s.sub.ID, "err", err)
 	}
-	// Its batches left are stray work now, which the workers drop.
-	if err := s.p.q.DropJobWork(ctx, s.sub.ID); err != nil {
-		s.p.opts.Logger.Debug("producer: the failed job's consumer stays until idle", "job", s.sub.ID, "err", err)
-	}
+	// Its batches left in its lane are dropped as the workers take them.
 }

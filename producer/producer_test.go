@@ -300,7 +300,7 @@ func followWaitsForPublishing(t *testing.T, poll time.Duration) {
 	var id string
 	deadline := time.Now().Add(10 * time.Second)
 	for id == "" && time.Now().Before(deadline) {
-		recs, _ := Jobs(context.Background(), e.q.Queue, 1, quiet)
+		recs, _ := Jobs(context.Background(), e.q.Queue, "", 1, quiet)
 		if len(recs) == 1 {
 			id = recs[0].ID
 		}
@@ -374,7 +374,7 @@ func TestFailedSubmissionMarksTheJobFailed(t *testing.T) {
 func TestUnknownJob(t *testing.T) {
 	e := newEnv(t, "embedded")
 	ctx := context.Background()
-	for _, id := range []string{job.NewID(), "not.an.id", ""} {
+	for _, id := range []string{job.NewID(job.DefaultOwner), job.NewID("someone-else"), "not.an.id", "06h436ut63lo4bmi9rl1oeo4t8", ""} {
 		if _, err := Follow(ctx, e.q.Queue, id, nil, FollowOptions{}); !errors.Is(err, job.ErrNotFound) {
 			t.Errorf("Follow(%q) = %v, want job.ErrNotFound", id, err)
 		}
@@ -389,17 +389,22 @@ func TestRemove(t *testing.T) {
 		ctx := context.Background()
 		text := strings.Join(testenv.Puzzles(t, "testdata/17_clue_100.txt", 30), "\n")
 		sub := e.submit(text, Options{BatchSize: 5}) // no worker: all work pending
+		rec, _, err := job.NewStore(e.q.JS, e.q.Jobs).Get(ctx, sub.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lane := queue.LaneOf(&rec)
+		if n, err := e.q.WorkLeft(ctx, sub.ID, lane); err != nil || n != 6 {
+			t.Fatalf("work left before rm: %d, %v; want 6 batches", n, err)
+		}
 		if err := Remove(ctx, e.q.Queue, sub.ID); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := JobStatus(ctx, e.q.Queue, sub.ID); !errors.Is(err, job.ErrNotFound) {
 			t.Errorf("status after rm: %v", err)
 		}
-		if n, err := e.q.WorkLeft(ctx, sub.ID); err != nil || n != 0 {
+		if n, err := e.q.WorkLeft(ctx, sub.ID, lane); err != nil || n != 0 {
 			t.Errorf("work left after rm: %d, %v", n, err)
-		}
-		if _, err := e.q.JS.Consumer(ctx, e.q.Opts.Stream, e.q.Opts.JobConsumer(sub.ID)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			t.Errorf("the job's consumer after rm: %v, want none", err)
 		}
 		if err := Remove(ctx, e.q.Queue, sub.ID); !errors.Is(err, job.ErrNotFound) {
 			t.Errorf("second rm = %v", err)
@@ -419,7 +424,7 @@ func TestJobsNewestFirst(t *testing.T) {
 		ids = append(ids, e.submit("not a puzzle", Options{}).ID) // an empty input is refused
 		time.Sleep(2 * time.Millisecond)
 	}
-	recs, err := Jobs(context.Background(), e.q.Queue, 2, quiet)
+	recs, err := Jobs(context.Background(), e.q.Queue, "", 2, quiet)
 	if err != nil || len(recs) != 2 || recs[0].ID != ids[2] || recs[1].ID != ids[1] {
 		t.Errorf("Jobs = %+v, %v; want %s, %s", recs, err, ids[2], ids[1])
 	}
@@ -723,7 +728,7 @@ func TestStaleProducerFailsTheJob(t *testing.T) {
 	ctx := context.Background()
 	store := job.NewStore(e.q.JS, e.q.Jobs)
 	old := time.Now().Add(-job.StaleAfter - time.Second).UTC()
-	rec := job.Record{ID: job.NewID(), State: job.Publishing, Lines: 7, Created: old, Heartbeat: old}
+	rec := job.Record{ID: job.NewID("alice"), State: job.Publishing, Lines: 7, Created: old, Heartbeat: old}
 	if _, err := store.Create(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
@@ -745,7 +750,7 @@ func TestStaleProducerFailsTheJob(t *testing.T) {
 		}
 	}
 	// A fresh heartbeat is a live producer, however old the job.
-	fresh := job.Record{ID: job.NewID(), State: job.Publishing, Created: old, Heartbeat: time.Now().UTC()}
+	fresh := job.Record{ID: job.NewID("alice"), State: job.Publishing, Created: old, Heartbeat: time.Now().UTC()}
 	if fresh.Stale(time.Now()) || !rec.Stale(time.Now()) {
 		t.Error("Stale got a fresh or an old heartbeat wrong")
 	}
@@ -770,7 +775,7 @@ func TestRecentBatches(t *testing.T) {
 	const size = 1000
 	var rb recentBatches
 	for first := uint64(0); first < 3*job.RepeatWindow; first += size {
-		b := &job.Batch{Job: "j", Index: first / size, First: first}
+		b := &job.Batch{Job: "a.j", Index: first / size, First: first}
 		for i := range uint64(size) {
 			b.Items = append(b.Items, job.Item{Line: int(first + i + 1), Kind: job.Known, Outcome: outcome(first + i)})
 		}
@@ -940,14 +945,13 @@ func TestFollowWithAProducerClockAhead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	store := job.NewStore(e.q.JS, e.q.Jobs)
-	rec, rev, err := store.Get(ctx, sub.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A record of an older producer, without ResultsFrom: readers start
-	// by the clock of the producer, here an hour ahead.
-	rec.Created, rec.ResultsFrom = time.Now().Add(time.Hour), 0
-	if _, err := store.Update(ctx, &rec, rev); err != nil {
+	// by the clock of the producer, here an hour ahead. (The workers
+	// count its batches meanwhile.)
+	if _, err := store.Apply(ctx, sub.ID, func(r *job.Record) error {
+		r.Created, r.ResultsFrom = time.Now().Add(time.Hour), 0
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	rs, got := e.follow(sub.ID, FollowOptions{Poll: 20 * time.Millisecond})

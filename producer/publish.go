@@ -42,16 +42,6 @@ const publishRetries = 5
 
 func newPublisher(p *Producer) *publisher { return &publisher{p: p} }
 
-// work publishes a work batch.
-func (pb *publisher) work(ctx context.Context, b *job.Batch) error {
-	return pb.publish(ctx, inflight{msg: pb.p.q.Opts.WorkMsg(b)})
-}
-
-// results publishes a results batch (every item known already).
-func (pb *publisher) results(ctx context.Context, b *job.Batch) error {
-	return pb.publish(ctx, inflight{msg: pb.p.q.Opts.ResultsMsg(b), results: true})
-}
-
 func (pb *publisher) opts(f inflight) []jetstream.PublishOpt {
 	if f.results {
 		return []jetstream.PublishOpt{queue.ExpectResults()}

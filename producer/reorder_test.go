@@ -24,7 +24,7 @@ func skip(index uint64) reorderOp         { return reorderOp{do: "skip", index: 
 
 // testBatch returns batch index of n items from item first.
 func testBatch(index, first uint64, n int) *pendingBatch {
-	b := &job.Batch{Job: "j", Index: index, First: first, Items: make([]job.Item, n)}
+	b := &job.Batch{Job: "a.j", Index: index, First: first, Items: make([]job.Item, n)}
 	return &pendingBatch{b, nil}
 }
 
@@ -232,7 +232,7 @@ func TestDrainRepeats(t *testing.T) {
 	known := func(line int) job.Item { return job.Item{Line: line, Kind: job.Known, Outcome: invalid} }
 	repeat := func(line int, back uint64) job.Item { return job.Item{Line: line, Kind: job.Repeat, Back: back} }
 	batch := func(index, first uint64, items ...job.Item) *pendingBatch {
-		b := &job.Batch{Job: "j", Index: index, First: first, Items: items}
+		b := &job.Batch{Job: "a.j", Index: index, First: first, Items: items}
 		return &pendingBatch{b, b.AppendResults(nil)}
 	}
 	for _, tc := range []struct {

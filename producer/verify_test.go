@@ -14,7 +14,7 @@ import (
 
 // verifyJob is the job id of the verifier's fixtures; verifyOther is
 // another job's.
-const verifyJob, verifyOther = "v0job1", "v0job2"
+const verifyJob, verifyOther = "alice.v0job1", "alice.v0job2"
 
 // verifyFixture is a job of two batches as its producer published them
 // (the work batches, and the manifest's digests, in both modes), and the
@@ -197,7 +197,7 @@ func verifyCases() []verifyCase {
 		// checkDecode.
 		{name: "text published on the subject", index: 1, body: []byte("hello"), check: checkDecode},
 		{name: "a binary body cut short", index: 1, check: checkDecode}, // body cuts it
-		{name: "JSON of another version", index: 1, body: []byte(`{"v":9,"job":"v0job1","batch":1}`), check: checkDecode},
+		{name: "JSON of another version", index: 1, body: []byte(`{"v":9,"job":"alice.v0job1","batch":1}`), check: checkDecode},
 
 		// checkJob.
 		{name: "the batch of another job", index: 1, check: checkJob,

@@ -19,10 +19,21 @@ import (
 func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if subject != w.q.Opts.WorkSubject(b.Job) {
-		// Published under another job's subject: 'job rm' of that job
-		// would not reach it.
+	if id, _, ok := w.q.Opts.WorkJob(subject); !ok || id != b.Job {
+		// Published under another job's subject: its owner's right to
+		// publish there says nothing of this job, and 'job rm' of that
+		// job would not reach it.
 		return queue.ReasonMismatch, nil
+	}
+	// A small job's manifest is in its record, as the watch has it (or
+	// brings it: its batch is published before its record is created).
+	if rec, _, ok := w.sched.awaitRecord(ctx, b.Job, recordWait); ok && len(rec.Manifest) > 0 {
+		if m, err := job.DecodeManifest(0, rec.Manifest); err == nil && m.Has(b.Index) {
+			if want, _ := m.Lookup(b.Index); want != d {
+				return queue.ReasonMismatch, nil
+			}
+			return "", nil
+		}
 	}
 	// A manifest read earlier may hold fewer batches than now (the
 	// producer stores a chunk's manifest again as it publishes more of
@@ -62,6 +73,10 @@ func (w *Worker) check(ctx context.Context, b *job.Batch, d job.Digest, subject 
 	}
 	return "", nil
 }
+
+// recordWait bounds how long a worker waits for its watch to bring the
+// record of a batch's job before it reads the job's manifests itself.
+const recordWait = time.Second
 
 // stored reports whether b's results are in the results stream already,
 // as the results of this very batch, each answer verified (job.Outcome's
@@ -108,7 +123,10 @@ func (w *Worker) count(ctx context.Context, b *job.Batch, c job.Counts) (finishe
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
 	recent := w.counted.get(b.Job)
-	rec, err = w.jobs.Apply(ctx, b.Job, func(r *job.Record) error {
+	// The record as the watch has it first: one request, not two, when
+	// nobody changed it since.
+	hint, rev, _ := w.sched.record(b.Job)
+	rec, err = w.jobs.ApplyFrom(ctx, b.Job, hint, rev, func(r *job.Record) error {
 		now := time.Now()
 		changed := r.AddResults(b.Index, c, now)
 		for _, d := range recent {
@@ -127,6 +145,9 @@ func (w *Worker) count(ctx context.Context, b *job.Batch, c job.Counts) (finishe
 		return false, rec, fmt.Errorf("worker: count the results of batch %d of job %s: %w", b.Index, b.Job, err)
 	}
 	w.counted.add(b.Job, b.Index, c)
+	if !rec.State.Active() {
+		w.sched.noteEnded(b.Job, rec.State)
+	}
 	return finished, rec, nil
 }
 
@@ -169,21 +190,13 @@ func (cb *countedBatches) add(id string, index uint64, c job.Counts) {
 	cb.jobs[id] = l
 }
 
-// finished ends the work of a job whose last results this worker counted:
-// its consumer goes. A message left on its subject (a copy whose ack was
-// lost, or one forged) is stray work then, which a worker takes again
-// (schedule.sweep): acked when its results are stored, else dead-lettered.
+// finished notes a job whose last results this worker counted. Its lane
+// stays while it has other jobs; a message of it left there (a copy
+// whose ack was lost, or one forged) is taken as any, and acked when its
+// results are stored, else dropped or dead-lettered.
 func (w *Worker) finished(finished bool, id string) {
-	if !finished {
-		return
-	}
-	w.log.Debug("worker: job finished", "job", id)
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-	defer cancel()
-	// A message left keeps it, for the sweep, which drops it once it has
-	// delivered them.
-	if _, err := w.q.DropDoneJobWork(ctx, id); err != nil {
-		w.log.Warn("worker: a finished job's consumer could not be removed; the server removes it when idle", "job", id, "err", err)
+	if finished {
+		w.log.Debug("worker: job finished", "job", id)
 	}
 }
 

@@ -132,7 +132,14 @@ func TestFirstBatchLane(t *testing.T) {
 	var hold, holding atomic.Bool
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
-	var o order
+	// Once 3 batches are done (both handlers have taken batches of the
+	// big job), hold is set at once, before the big job's 37 others can
+	// all be done.
+	o := order{after: func(n int) {
+		if n >= 3 {
+			hold.Store(true)
+		}
+	}}
 	w := e.worker(Options{Concurrency: 1, Observer: &o, NoService: true})
 	w.solve = func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
 		// One handler at a time is held: the first to reach a big
@@ -147,13 +154,11 @@ func TestFirstBatchLane(t *testing.T) {
 		return sv.Solve(ctx, g, opts)
 	}
 	e.run(w)
-	// Both handlers have taken batches of the big job: it is not new to
-	// the worker any more. Then one handler's big batch is held in work:
+	// Both handlers have taken batches of the big job: its lane is not new
+	// to the worker any more. Then one handler's big batch is held in work:
 	// the regular handler's, or, if the lane's first batch was still in
 	// work, the lane's (the regular handler then takes the small job's
 	// turn). Without the lane, the one handler would be held.
-	o.wait(t, 3, 30*time.Second)
-	hold.Store(true)
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
@@ -240,7 +245,7 @@ func TestCancel(t *testing.T) {
 		// then (the handler's and those committing: 1 + 2 with one
 		// handler); the rest leave the work stream, dropped unsolved.
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			n, err := e.q.WorkLeft(ctx, id)
+			n, err := e.q.WorkLeft(ctx, id, e.lane(id))
 			if err == nil && n == 0 {
 				break
 			}

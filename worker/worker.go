@@ -287,6 +287,9 @@ func (w *Worker) serveBatches(ctx, work context.Context, first bool) {
 			return
 		}
 		t := time.NewTimer(retry)
+		if !first {
+			w.sched.waiting.Add(1)
+		}
 		select {
 		case sh := <-help:
 			sh.work(&sv)
@@ -294,6 +297,9 @@ func (w *Worker) serveBatches(ctx, work context.Context, first bool) {
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
+		}
+		if !first {
+			w.sched.waiting.Add(-1)
 		}
 		t.Stop()
 	}
@@ -442,8 +448,9 @@ func (t *task) done() {
 }
 
 // tail recounts the results of a published job that is not finished once
-// its last batch is acked (none was left to deliver when it was taken): a
-// count lost in a cluster (see Worker.count) would leave it so.
+// its last batch is acked (none was left in its lane to deliver when it
+// was taken): a count lost in a cluster (see Worker.count) would leave
+// it so.
 func (t *task) tail(rec *job.Record) {
 	if rec.State != job.Published || rec.Complete() {
 		return
@@ -452,12 +459,12 @@ func (t *task) tail(rec *job.Record) {
 	if err != nil || md.NumPending > 0 {
 		return
 	}
-	w, id, from := t.w, rec.ID, rec.ResultsFrom
+	w, id, lane, from := t.w, rec.ID, queue.LaneOf(rec), rec.ResultsFrom
 	go func() {
 		time.Sleep(100 * time.Millisecond) // the other workers' last acks
 		ctx, cancel := context.WithTimeout(context.Background(), 3*apiTimeout)
 		defer cancel()
-		w.sched.recountJob(ctx, w.jobs, id, from)
+		w.sched.recountJob(ctx, w.jobs, id, lane, from)
 	}()
 }
 

@@ -46,6 +46,20 @@ func eachServer(t *testing.T, f func(t *testing.T, e *env)) {
 }
 
 // run starts w until the test ends (or stop), once it is ready.
+// lane returns the lane of job id: its record's, or, for a job without
+// one, its owner's small lane of normal priority.
+func (e *env) lane(id string) queue.Lane {
+	e.t.Helper()
+	rec, _, err := job.NewStore(e.q.JS, e.q.Jobs).Get(context.Background(), id)
+	if err != nil {
+		return queue.Lane{Owner: job.OwnerOf(id), Priority: job.PriorityNormal, Slot: queue.SlotSmall}
+	}
+	return queue.LaneOf(&rec)
+}
+
+// strayLane is the lane of the stray work tests publish.
+var strayLane = queue.Lane{Owner: "stray", Priority: job.PriorityNormal, Slot: queue.SlotSmall}
+
 func (e *env) run(w *Worker) (stop func()) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -256,16 +270,17 @@ func TestForgedBatchesAreDeadLettered(t *testing.T) {
 			subject string // "" for the batch's own
 			b       *job.Batch
 		}{
-			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},                // past the job's batches
-			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},           // past its manifests
-			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},                  // in range, other puzzles
-			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},                  // in range, items out of place
-			{queue.ReasonUnknownJob, "", forge(job.NewID(), 0, 0, 3)},             // no such job
-			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID()), real(0, 0)}, // another job's subject
-			{queue.ReasonMismatch, "", real(1, job.FlagFirstSolution)},            // another mode
+			{queue.ReasonOutOfRange, "", forge(victim, 4, 40, 10)},                                                // past the job's batches
+			{queue.ReasonOutOfRange, "", forge(victim, 1000, 10000, 1)},                                           // past its manifests
+			{queue.ReasonMismatch, "", forge(victim, 1, 10, 10)},                                                  // in range, other puzzles
+			{queue.ReasonMismatch, "", forge(victim, 2, 25, 10)},                                                  // in range, items out of place
+			{queue.ReasonUnknownJob, "", forge(job.NewID("someone"), 0, 0, 3)},                                    // no such job
+			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID(job.DefaultOwner), e.lane(victim)), real(0, 0)}, // another job's subject
+			{queue.ReasonMismatch, e.q.Opts.WorkSubject(job.NewID("someone"), strayLane), real(0, 0)},             // another owner's
+			{queue.ReasonMismatch, "", real(1, job.FlagFirstSolution)},                                            // another mode
 		}
 		for i, c := range cases {
-			m := e.q.Opts.WorkMsg(c.b)
+			m := e.q.Opts.WorkMsg(c.b, e.lane(c.b.Job))
 			if c.subject != "" {
 				m.Subject = c.subject
 			}
@@ -292,7 +307,7 @@ func TestForgedBatchesAreDeadLettered(t *testing.T) {
 				t.Errorf("dead letter %+v: want the error and 1 delivery", dl)
 			}
 		}
-		want := map[string]int{queue.ReasonOutOfRange: 2, queue.ReasonMismatch: 4, queue.ReasonUnknownJob: 1}
+		want := map[string]int{queue.ReasonOutOfRange: 2, queue.ReasonMismatch: 5, queue.ReasonUnknownJob: 1}
 		for r, n := range want {
 			if got[r] != n {
 				t.Errorf("%d dead letters for %s, want %d (all: %v)", got[r], r, n, got)
@@ -316,8 +331,8 @@ func TestForgedBatchesAreDeadLettered(t *testing.T) {
 func TestUndecodableMessageIsDeadLettered(t *testing.T) {
 	e := newEnv(t, "shared")
 	e.run(e.worker(Options{}))
-	for _, body := range [][]byte{nil, []byte("hello"), {job.WorkVersion, 0, 1, 'j', 0, 0, 0}} {
-		if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("x"), body); err != nil {
+	for _, body := range [][]byte{nil, []byte("hello"), {job.WorkVersion, 0, 3, 'a', '.', 'j', 0, 0, 0}} {
+		if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("stray.0", strayLane), body); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -338,12 +353,12 @@ func TestUndecodableMessageIsDeadLettered(t *testing.T) {
 func TestOneDeadLetterPerMessage(t *testing.T) {
 	e := &env{t: t, q: testenv.NewQueue(t, "embedded", queue.Options{AckWait: time.Second}),
 		cache: cache.NewGuard(nil, cache.GuardOptions{Logger: quiet})}
-	if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("x"), []byte("hello")); err != nil {
+	if _, err := e.q.JS.Publish(context.Background(), e.q.Opts.WorkSubject("stray.0", strayLane), []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
 	// The first delivery, held and not acknowledged, by the consumer a
-	// worker takes the stray work of job "x" with.
-	c, err := e.q.JobWork(context.Background(), "x")
+	// worker takes the stray work of job "stray.0" with: its lane's.
+	c, err := e.q.LaneWork(context.Background(), strayLane)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,14 +407,15 @@ func TestRedeliveredBatchIsNotSolvedAgain(t *testing.T) {
 		g, _ := solver.Parse(p)
 		b.Items = append(b.Items, job.Item{Line: i + 1, Kind: job.Solve, Grid: g})
 	}
-	m := e.q.Opts.WorkMsg(b)
+	lane := e.lane(id)
+	m := e.q.Opts.WorkMsg(b, lane)
 	m.Header.Set(nats.MsgIdHdr, "again")
 	if _, err := e.q.JS.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	// A first delivery that ends without an ack: the next one is a
 	// redelivery.
-	c, err := e.q.JobWork(context.Background(), id)
+	c, err := e.q.LaneWork(context.Background(), lane)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +570,7 @@ func TestForgedMaxDeliveriesAdvisory(t *testing.T) {
 		}
 		var seqs []uint64
 		for i := range 2 {
-			ack, err := e.q.JS.Publish(ctx, o.WorkSubject("0123456789abcdefghijklmno"+fmt.Sprint(i)), []byte("work"))
+			ack, err := e.q.JS.Publish(ctx, o.WorkSubject("stray.0123456789abcdefghijklmno"+fmt.Sprint(i), strayLane), []byte("work"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -366,7 +366,7 @@ func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, int, fu
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
-	name := "BENCH_" + strings.ToUpper(job.NewID()[:10])
+	name := "BENCH_" + strings.ToUpper(job.NewID("x")[2:12])
 	cfg.Queue.Stream, cfg.Queue.DLQStream = name, name+"_DLQ"
 	cfg.Queue.SubjectPrefix, cfg.Queue.Consumer = strings.ToLower(name), strings.ToLower(name)
 	cfg.Queue.BatchSize = size

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -88,8 +89,13 @@ func TestDLQListAndReplay(t *testing.T) {
 	id := sub.ID
 	// And a body that is not a batch at all.
 	nc := testenv.NATS(t)
-	bulk := q.Opts.WorkSubject(id)
-	if err := nc.Publish(q.Opts.WorkSubject("x"), []byte("not a batch")); err != nil {
+	rec, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk := q.Opts.WorkSubject(id, queue.LaneOf(&rec))
+	garbageSubject := q.Opts.WorkSubject("stray.0", queue.Lane{Owner: "stray", Priority: job.PriorityNormal, Slot: queue.SlotSmall})
+	if err := nc.Publish(garbageSubject, []byte("not a batch")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -126,7 +132,7 @@ func TestDLQListAndReplay(t *testing.T) {
 		poison.Puzzles != 10 || !strings.Contains(poison.Error, "sealed") || poison.MsgID != id+".0" || poison.BodyError != "" {
 		t.Errorf("poison batch: %+v", poison)
 	}
-	if garbage.Subject != q.Opts.WorkSubject("x") || garbage.Deliveries != 1 || garbage.Job != "" || garbage.Bytes != 11 ||
+	if garbage.Subject != garbageSubject || garbage.Deliveries != 1 || garbage.Job != "" || garbage.Bytes != 11 ||
 		!strings.Contains(garbage.Error, "undecodable message") || garbage.BodyError == "" {
 		t.Errorf("garbage: %+v", garbage)
 	}
@@ -146,7 +152,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	}
 	for _, want := range [][]string{
 		{strconv.FormatUint(poison.Seq, 10), "max_deliver", " 3 ", bulk, id, " 0 ", " 10 ", "sealed"},
-		{strconv.FormatUint(garbage.Seq, 10), "undecodable", " 1 ", q.Opts.WorkSubject("x"), " - ", "undecodable message"},
+		{strconv.FormatUint(garbage.Seq, 10), "undecodable", " 1 ", garbageSubject, " - ", "undecodable message"},
 	} {
 		found := false
 		for _, row := range rows[1:] {

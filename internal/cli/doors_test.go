@@ -227,7 +227,7 @@ func TestSubmittedPlurals(t *testing.T) {
 // id from a job that is gone, before they ask NATS anything.
 func TestNotAJobID(t *testing.T) {
 	newQueueEnv(t)
-	gone := job.NewID()
+	gone := job.NewID(job.DefaultOwner)
 	for _, tc := range []struct {
 		args   []string
 		code   int

@@ -84,7 +84,7 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 				return err
 			}
 			defer conn.Close()
-			sts, err := producer.Jobs(cmd.Context(), conn.Queue, limit, log)
+			sts, err := producer.Jobs(cmd.Context(), conn.Queue, "", limit, log)
 			if err != nil {
 				return err
 			}
@@ -159,8 +159,7 @@ which then exits with status 3. A job that has ended is left as it is.`,
 func jobIDs(_ *cobra.Command, args []string) error {
 	for _, id := range args {
 		if _, err := job.IDTime(id); err != nil || !job.ValidID(id) {
-			return fmt.Errorf("%q is not a job id: a job id is the 26 characters (digits and letters a-v) "+
-				"that submit prints; 'sudoku job list' lists the jobs", clipArg(id))
+			return fmt.Errorf("%q is not a job id: %s; 'sudoku job list' lists the jobs", clipArg(id), job.IDForm)
 		}
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
 // TestSettingsNeverRewriteTheStreams starts a worker whose settings
@@ -32,7 +34,7 @@ func TestSettingsNeverRewriteTheStreams(t *testing.T) {
 	if _, err := q.JS.Publish(ctx, results, []byte("kept")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.JS.Publish(ctx, q.Opts.WorkSubject("0123456789abcdefghijklmnop"), []byte("queued")); err != nil {
+	if _, err := q.JS.Publish(ctx, q.Opts.WorkSubject("alice.0123456789abcdefghijklmnop", queue.Lane{Owner: "alice", Priority: job.PriorityNormal, Slot: queue.SlotSmall}), []byte("queued")); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SUDOKU_QUEUE_MAX_AGE", "1s")

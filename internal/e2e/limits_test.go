@@ -71,14 +71,14 @@ func TestMessageSizeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = js.Publish(ctx, q.Opts.WorkSubject(job.NewID()), bytes.Repeat([]byte{'x'}, limit+1))
+	_, err = js.Publish(ctx, q.Opts.WorkSubject(job.NewID("alice"), queue.Lane{Owner: "alice", Priority: job.PriorityNormal, Slot: queue.SlotSmall}), bytes.Repeat([]byte{'x'}, limit+1))
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		t.Fatalf("publish of %d bytes to a stream with a %d-byte maximum: %v, want error code %d",
 			limit+1, limit, err, jetstream.JSErrCodeStreamMessageExceedsMaximum)
 	}
 	t.Logf("refused: %v", err)
-	if _, err := js.Publish(ctx, q.Opts.WorkSubject(job.NewID()), bytes.Repeat([]byte{'x'}, limit)); err != nil &&
+	if _, err := js.Publish(ctx, q.Opts.WorkSubject(job.NewID("alice"), queue.Lane{Owner: "alice", Priority: job.PriorityNormal, Slot: queue.SlotSmall}), bytes.Repeat([]byte{'x'}, limit)); err != nil &&
 		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		t.Errorf("a message of exactly the maximum was refused: %v", err)
 	}

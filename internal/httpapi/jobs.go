@@ -284,7 +284,7 @@ func (s *Server) jobStatus(r *http.Request) (producer.Status, error) {
 	id := r.PathValue("id")
 	if !job.ValidID(id) {
 		return producer.Status{}, errorf(http.StatusBadRequest, CodeBadJobID,
-			"job id %q: want the id POST /v1/jobs returned (lower-case letters a-v and digits)", clip(id))
+			"job id %q: want the id POST /v1/jobs returned (%s)", clip(id), job.IDForm)
 	}
 	st, err := producer.JobStatus(r.Context(), s.q, id)
 	switch {
@@ -353,7 +353,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // jobViews returns the newest jobs' views, from their records alone.
 func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
-	sts, err := producer.Jobs(ctx, s.q, limit, s.opts.Logger)
+	sts, err := producer.Jobs(ctx, s.q, "", limit, s.opts.Logger)
 	if err != nil {
 		return nil, err
 	}

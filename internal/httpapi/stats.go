@@ -105,7 +105,7 @@ type statsHub struct {
 func newStatsHub(s *Server) (*statsHub, error) {
 	h := &statsHub{s: s, clients: map[chan []byte]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	var err error
-	h.sub, err = s.nc.Subscribe(s.q.Opts.EventSubject("*"), func(m *nats.Msg) {
+	h.sub, err = s.nc.Subscribe(s.q.Opts.EventsFilter(), func(m *nats.Msg) {
 		var ev queue.Event
 		if json.Unmarshal(m.Data, &ev) == nil && ev.N > 0 {
 			h.solved.Add(int64(ev.N))

@@ -58,7 +58,7 @@ const (
 	// MaxBatch is the most items one batch may carry.
 	MaxBatch = 100_000
 	// MaxJobID is the longest job id, in bytes.
-	MaxJobID = 64
+	MaxJobID = 100
 	// RepeatWindow is the farthest back a Repeat item may point: a reader
 	// keeps the outcomes of this many items to resolve them.
 	RepeatWindow = 1 << 16

@@ -17,7 +17,7 @@ import (
 const (
 	puzzle   = ".................1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7..."
 	solution = "953168742862734951417952836746893125281645397395271468138529674574386219629417583"
-	jobID    = "06h2mh1cqjj76oiu2cdedqhn68"
+	jobID    = "alice.06h2mh1cqjj76oiu2cdedqhn68"
 )
 
 func grid(t testing.TB, s string) solver.Grid {
@@ -181,20 +181,20 @@ func batches(t testing.TB) map[string]Batch {
 	bad[0], bad[1] = 12, 5 // a cell over 9: packed all the same, for Validate to find
 	return map[string]Batch{
 		"one puzzle":         {Job: jobID, Index: 3, First: 768, Items: []Item{{Line: 1001, Kind: Solve, Grid: p}}},
-		"flags":              {Job: "j", Flags: FlagNoLookup | FlagFirstSolution, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
-		"unknown flags kept": {Job: "j", Flags: 1 << 40, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
-		"longest job id":     {Job: strings.Repeat("v", MaxJobID), Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
-		"largest numbers": {Job: "j", Index: 1<<64 - 1, First: 1<<63 - 1 - RepeatWindow,
+		"flags":              {Job: "a.j", Flags: FlagNoLookup | FlagFirstSolution, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
+		"unknown flags kept": {Job: "a.j", Flags: 1 << 40, Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
+		"longest job id":     {Job: strings.Repeat("a", MaxOwner) + "." + strings.Repeat("v", 32), Items: []Item{{Line: 1, Kind: Solve, Grid: p}}},
+		"largest numbers": {Job: "a.j", Index: 1<<64 - 1, First: 1<<63 - 1 - RepeatWindow,
 			Items: []Item{{Line: 1<<40 - 1, Kind: Solve, Grid: p}, {Line: 1 << 40, Kind: Repeat, Back: RepeatWindow}}},
-		"every kind": {Job: "j", Index: 1, First: 10, Items: []Item{
+		"every kind": {Job: "a.j", Index: 1, First: 10, Items: []Item{
 			{Line: 12, Kind: Solve, Grid: p},
 			{Line: 12, Kind: Known, Outcome: os["cached"]},
 			{Line: 13, Kind: Known, Outcome: os["invalid"]},
 			{Line: 20, Kind: Repeat, Back: 3},
 			{Line: 21, Kind: Repeat, Back: 11},
 		}},
-		"cell over 9": {Job: "j", Items: []Item{{Line: 1, Kind: Solve, Grid: bad}}},
-		"many":        {Job: "j", Index: 7, Items: many},
+		"cell over 9": {Job: "a.j", Items: []Item{{Line: 1, Kind: Solve, Grid: bad}}},
+		"many":        {Job: "a.j", Index: 7, Items: many},
 	}
 }
 
@@ -247,9 +247,9 @@ func TestSparsePuzzles(t *testing.T) {
 		for _, i := range order[:tt.givens] {
 			g[i] = solution[i]
 		}
-		b := Batch{Job: "j", Items: []Item{{Line: 1, Kind: Solve, Grid: g}}}
+		b := Batch{Job: "a.j", Items: []Item{{Line: 1, Kind: Solve, Grid: g}}}
 		data := b.AppendWork(nil)
-		head := len((&Batch{Job: "j", Items: []Item{{Line: 1, Kind: Repeat}}}).AppendWork(nil)) - 2 // up to the kind
+		head := len((&Batch{Job: "a.j", Items: []Item{{Line: 1, Kind: Repeat}}}).AppendWork(nil)) - 2 // up to the kind
 		if got := len(data) - head; got != tt.len {
 			t.Errorf("%d givens: an item of %d bytes, want %d", tt.givens, got, tt.len)
 		}
@@ -374,8 +374,8 @@ func decodeErrors(t testing.TB) []struct {
 } {
 	one := batches(t)["one puzzle"]
 	good := one.AppendWork(nil)
-	head := func(n int) []byte { // version, flags 0, job id "j", index 0, first 0, then n
-		b := []byte{WorkVersion, 0, 1, 'j', 0, 0}
+	head := func(n int) []byte { // version, flags 0, job id "a.j", index 0, first 0, then n
+		b := []byte{WorkVersion, 0, 3, 'a', '.', 'j', 0, 0}
 		return binary.AppendUvarint(b, uint64(n))
 	}
 	g := grid(t, puzzle)            // 17 givens
@@ -404,38 +404,39 @@ func decodeErrors(t testing.TB) []struct {
 			`..."), not a binary batch (format version 3) as the producer publishes`},
 		{"only a version", []byte{WorkVersion}, 1, "bad or missing flags"},
 		{"padded flags", []byte{WorkVersion, 0x80, 0x00}, 1, "padded flags"},
-		{"padded index", []byte{WorkVersion, 0, 1, 'j', 0x81, 0x00}, 4, "padded batch index"},
+		{"padded index", []byte{WorkVersion, 0, 3, 'a', '.', 'j', 0x81, 0x00}, 6, "padded batch index"},
 		{"job id too long", append([]byte{WorkVersion, 0, MaxJobID + 1}, strings.Repeat("v", MaxJobID+1)...), 3,
-			"job id of 65 bytes, at most 64"},
+			"job id of 101 bytes, at most 100"},
 		{"empty job id", []byte{WorkVersion, 0, 0}, 3, `job id "" is not one NewID makes`},
-		{"job id with a dot", []byte{WorkVersion, 0, 3, 'a', '.', 'b'}, 6, `job id "a.b" is not one NewID makes`},
+		{"job id without an owner", []byte{WorkVersion, 0, 1, 'j'}, 4, `job id "j" is not one NewID makes`},
+		{"job id with two dots", []byte{WorkVersion, 0, 5, 'a', '.', 'b', '.', 'c'}, 8, `job id "a.b.c" is not one NewID makes`},
 		{"job id cut short", []byte{WorkVersion, 0, 5, 'j'}, 3, "job id of 5 bytes runs past the end"},
-		{"no items", head(0), 7, "0 items, want 1-100000"},
-		{"too many items", head(MaxBatch + 1), 9, "100001 items, want 1-100000"},
-		{"more items than bytes", item(head(30)), 7, "30 items cannot fit in the 22 bytes left"},
-		{"unknown kind", append(head(1), 1, 9, 0, 0), 9, "item 0 of kind 9"},
-		{"grid cut short", append(head(1), 1, byte(Solve), 0x12, 0x34), 9, "puzzle of 41 bytes runs past the end"},
-		{"spare nibble set", append(append(head(1), 1, byte(Solve)), bytes.Repeat([]byte{0x11}, PackedLen)...), 9,
+		{"no items", head(0), 9, "0 items, want 1-100000"},
+		{"too many items", head(MaxBatch + 1), 11, "100001 items, want 1-100000"},
+		{"more items than bytes", item(head(30)), 9, "30 items cannot fit in the 22 bytes left"},
+		{"unknown kind", append(head(1), 1, 9, 0, 0), 11, "item 0 of kind 9"},
+		{"grid cut short", append(head(1), 1, byte(Solve), 0x12, 0x34), 11, "puzzle of 41 bytes runs past the end"},
+		{"spare nibble set", append(append(head(1), 1, byte(Solve)), bytes.Repeat([]byte{0x11}, PackedLen)...), 11,
 			"puzzle: job: packed grid with a spare nibble set"},
-		{"repeat of nothing", append(head(1), 1, byte(Repeat), 1), 10, "item 0 repeats the item 1 back"},
-		{"packed though sparse is shorter", AppendPacked(append(head(1), 1, byte(Solve)), &g), 9,
+		{"repeat of nothing", append(head(1), 1, byte(Repeat), 1), 12, "item 0 repeats the item 1 back"},
+		{"packed though sparse is shorter", AppendPacked(append(head(1), 1, byte(Solve)), &g), 11,
 			"packed puzzle of 17 givens, which the sparse form carries"},
-		{"sparse cut short", sparse(mask[:], 0x12), 20, "puzzle digits of 9 bytes runs past the end"},
-		{"sparse mask cut short", sparse(mask[:4]), 9, "puzzle givens mask of 11 bytes runs past the end"},
-		{"sparse mask past cell 81", sparse(append(mask[:10:10], 3), bytes.Repeat([]byte{0x11}, 9)...), 9,
+		{"sparse cut short", sparse(mask[:], 0x12), 22, "puzzle digits of 9 bytes runs past the end"},
+		{"sparse mask cut short", sparse(mask[:4]), 11, "puzzle givens mask of 11 bytes runs past the end"},
+		{"sparse mask past cell 81", sparse(append(mask[:10:10], 3), bytes.Repeat([]byte{0x11}, 9)...), 11,
 			"puzzle: givens mask with bits past cell 81"},
-		{"sparse with a given 0", sparse(mask[:], append([]byte{0x10}, bytes.Repeat([]byte{0x11}, 8)...)...), 9,
+		{"sparse with a given 0", sparse(mask[:], append([]byte{0x10}, bytes.Repeat([]byte{0x11}, 8)...)...), 11,
 			"puzzle: given cell 24 is 0"},
-		{"sparse spare nibble set", sparse(mask[:], bytes.Repeat([]byte{0x11}, 9)...), 9,
+		{"sparse spare nibble set", sparse(mask[:], bytes.Repeat([]byte{0x11}, 9)...), 11,
 			"puzzle: sparse digits with a spare nibble set"},
-		{"sparse though packed is shorter", sparse(fullMask[:], bytes.Repeat([]byte{0x11}, 41)...), 9,
+		{"sparse though packed is shorter", sparse(fullMask[:], bytes.Repeat([]byte{0x11}, 41)...), 11,
 			"puzzle: sparse with 81 givens, which the packed form carries"},
-		{"repeat too far", append(append(item(head(2)), 1, byte(Repeat)), binary.AppendUvarint(nil, RepeatWindow+1)...), 34,
+		{"repeat too far", append(append(item(head(2)), 1, byte(Repeat)), binary.AppendUvarint(nil, RepeatWindow+1)...), 36,
 			"item 1 repeats the item 65537 back"},
-		{"unknown status", append(head(1), 1, byte(Known), 9, 0), 10, "unknown status code 9"},
+		{"unknown status", append(head(1), 1, byte(Known), 9, 0), 12, "unknown status code 9"},
 		{"solution with a blank", append(append(append(head(1), 1, byte(Known), codeUnique, 0), make([]byte, maskLen)...),
-			append(bytes.Repeat([]byte{0x12}, 20), make([]byte, PackedLen-20)...)...), 22, "solution with a blank cell 41"},
-		{"trailing bytes", append(item(head(1)), 0), 29, "1 byte after the last item"},
+			append(bytes.Repeat([]byte{0x12}, 20), make([]byte, PackedLen-20)...)...), 24, "solution with a blank cell 41"},
+		{"trailing bytes", append(item(head(1)), 0), 31, "1 byte after the last item"},
 	}
 }
 
@@ -457,7 +458,7 @@ func TestDecodeErrors(t *testing.T) {
 // TestDecodeAllocatesWithinTheBody checks that a body claiming many items
 // cannot make Decode allocate much more than the body's size.
 func TestDecodeAllocatesWithinTheBody(t *testing.T) {
-	b := []byte{WorkVersion, 0, 1, 'j', 0, 0}
+	b := []byte{WorkVersion, 0, 3, 'a', '.', 'j', 0, 0}
 	b = binary.AppendUvarint(b, MaxBatch)
 	b = append(b, make([]byte, 3000)...) // room for 1000 items at most
 	allocs := testing.Benchmark(func(bm *testing.B) {
@@ -554,7 +555,7 @@ func TestJSONResultsRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{`{`, `{"v":2}`, `{"v":1,"job":"a.b","results":[{}]}`,
+	for _, bad := range []string{`{`, `{"v":2}`, `{"v":1,"job":"a.b.c","results":[{}]}`,
 		`{"v":1,"job":"j","digest":"00","results":[{"status":"unique"}]}`,
 		`{"v":1,"job":"j","digest":"00000000000000000000000000000000","results":[{"status":"nope"}]}`} {
 		if _, err := DecodeJSONResults([]byte(bad)); !errors.Is(err, ErrDecode) {

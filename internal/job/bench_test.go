@@ -16,7 +16,7 @@ func benchBatch(b *testing.B, n int) (work, results Batch) {
 		b.Skip(err)
 	}
 	defer f.Close()
-	work = Batch{Job: NewID(), Index: 3, First: 3 * uint64(n)}
+	work = Batch{Job: NewID("alice"), Index: 3, First: 3 * uint64(n)}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() && len(work.Items) < n {
 		g, err := solver.Parse(sc.Text())

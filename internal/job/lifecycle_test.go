@@ -38,7 +38,7 @@ var lifecycleCases = []struct {
 func play(t *testing.T, events string) Record {
 	t.Helper()
 	now := time.Now()
-	r := Record{ID: NewID(), State: Publishing, Lines: 40, Batches: 4}
+	r := Record{ID: NewID("alice"), State: Publishing, Lines: 40, Batches: 4}
 	for i, e := range []byte(events) {
 		switch {
 		case e >= 'a' && e <= 'd':

@@ -3,7 +3,6 @@ package job
 import (
 	"fmt"
 	"strconv"
-	"strings"
 )
 
 // ManifestSpan is the number of batches one manifest covers: batch i's
@@ -75,14 +74,4 @@ func DecodeManifest(chunk uint64, data []byte) (Manifest, error) {
 // "<job>.m.<chunk>".
 func ManifestKey(id string, chunk uint64) string {
 	return id + ".m." + strconv.FormatUint(chunk, 10)
-}
-
-// ValidID reports whether id can be a job id (NewID: lower-case base32hex,
-// 1-MaxJobID characters). Anything else is refused before it reaches a
-// subject or key.
-func ValidID(id string) bool {
-	if id == "" || len(id) > MaxJobID {
-		return false
-	}
-	return strings.IndexFunc(id, func(r rune) bool { return !('0' <= r && r <= '9' || 'a' <= r && r <= 'v') }) < 0
 }

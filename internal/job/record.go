@@ -1,9 +1,6 @@
 package job
 
 import (
-	"crypto/rand"
-	"encoding/base32"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -111,7 +108,19 @@ type Record struct {
 	Heartbeat time.Time `json:"heartbeat,omitzero"`
 	// Finished is when the job reached its final state.
 	Finished time.Time `json:"finished,omitzero"`
+	// Slot is the slot of the job's lane among its owner's lanes of its
+	// priority (internal/queue: "s" for a job whose input fits in one
+	// batch, "b0", "b1", ... for larger ones; "" is "s").
+	Slot string `json:"slot,omitempty"`
+	// Manifest, when set, is the job's first manifest chunk (Manifest.Encode),
+	// stored in the record instead of a key of its own: a small job's,
+	// whose batches were all published at once, costs one write less, and
+	// the workers find it in the record they watch.
+	Manifest []byte `json:"manifest,omitempty"`
 }
+
+// Owner returns the owner of the job: the first part of its id.
+func (r *Record) Owner() string { return OwnerOf(r.ID) }
 
 // HasDone reports whether batch index's results are counted.
 func (r *Record) HasDone(index uint64) bool {
@@ -258,25 +267,6 @@ func (r *Record) Unsolved() int64 {
 		}
 	}
 	return n
-}
-
-// NewID returns a new job id: 26 characters of lower-case base32hex,
-// sortable by creation time (the first 48 bits are Unix milliseconds) and
-// unique (80 random bits).
-func NewID() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
-	_, _ = rand.Read(b[6:])
-	return strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
-}
-
-// IDTime returns the creation time NewID put into id, to the millisecond.
-func IDTime(id string) (time.Time, error) {
-	b, err := base32.HexEncoding.WithPadding(base32.NoPadding).DecodeString(strings.ToUpper(id))
-	if err != nil || len(b) != 16 {
-		return time.Time{}, fmt.Errorf("job: %q is not a job id", id)
-	}
-	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]) >> 16)), nil
 }
 
 // Counts are results by status, plus the count of repeats that a batch

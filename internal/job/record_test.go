@@ -35,13 +35,13 @@ func TestKeyOfIsGridKey(t *testing.T) {
 
 func TestNewIDSortsByTime(t *testing.T) {
 	before := time.Now().Truncate(time.Millisecond)
-	a := NewID()
+	a := NewID("alice")
 	time.Sleep(3 * time.Millisecond)
-	b := NewID()
+	b := NewID("alice")
 	after := time.Now()
 	for _, id := range []string{a, b} {
-		if !ValidID(id) || len(id) != 26 {
-			t.Fatalf("NewID() = %q: not a valid id of 26 characters", id)
+		if !ValidID(id) || len(id) != len("alice.")+26 || OwnerOf(id) != "alice" {
+			t.Fatalf("NewID(alice) = %q: not a valid id of alice's with a serial of 26 characters", id)
 		}
 	}
 	ta, err := IDTime(a)
@@ -58,16 +58,18 @@ func TestNewIDSortsByTime(t *testing.T) {
 	if a >= b {
 		t.Errorf("ids do not sort by time: %s then %s", a, b)
 	}
-	if a == NewID() {
+	if a == NewID("alice") {
 		t.Error("two ids are equal")
 	}
-	if _, err := IDTime("not-an-id"); err == nil {
-		t.Error("IDTime of garbage did not fail")
+	for _, bad := range []string{"not-an-id", "06h436ut63lo4bmi9rl1oeo4t8", "alice.xyz", "a.b.c", ".06h436ut63lo4bmi9rl1oeo4t8"} {
+		if _, err := IDTime(bad); err == nil {
+			t.Errorf("IDTime(%q) did not fail", bad)
+		}
 	}
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	r := Record{ID: NewID(), State: Finished, Options: Options{FirstSolution: true, BatchSize: 256},
+	r := Record{ID: NewID("alice"), State: Finished, Options: Options{FirstSolution: true, BatchSize: 256},
 		Lines: 10, Invalid: 1, Cached: 2, Repeated: 3, Queued: 4, Batches: 1,
 		Counts:  map[result.Status]int64{result.StatusUnique: 8, result.StatusInvalid: 1, result.StatusGaveUp: 1},
 		Created: time.Now().UTC().Truncate(time.Millisecond), Finished: time.Now().UTC(), ResultsFrom: 1207}
@@ -81,7 +83,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if f := got.Unsolved(); f != 2 {
 		t.Errorf("Unsolved = %d, want 2", f)
 	}
-	for _, bad := range []string{`{`, `{"v":2,"id":"a"}`, `{"v":1,"id":"a.b"}`} {
+	for _, bad := range []string{`{`, `{"v":2,"id":"a"}`, `{"v":1,"id":"a.b.c"}`, `{"v":1,"id":"06h436ut63lo4bmi9rl1oeo4t8"}`} {
 		if _, err := DecodeRecord([]byte(bad)); err == nil {
 			t.Errorf("DecodeRecord(%s) accepted it", bad)
 		}

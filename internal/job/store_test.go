@@ -28,7 +28,7 @@ func TestStoreReadsTheLeader(t *testing.T) {
 			defer cancel()
 			s := job.NewStore(q.JS, q.Jobs)
 
-			rec := job.Record{V: 1, ID: job.NewID(), State: job.Publishing, Created: time.Now().UTC()}
+			rec := job.Record{V: 1, ID: job.NewID("alice"), State: job.Publishing, Created: time.Now().UTC()}
 			rev, err := s.Create(ctx, &rec)
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +54,7 @@ func TestStoreReadsTheLeader(t *testing.T) {
 				}
 			}
 
-			deleted := job.NewID()
+			deleted := job.NewID("alice")
 			if _, err := q.Jobs.Put(ctx, deleted, []byte("{}")); err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestStoreReadsTheLeader(t *testing.T) {
 			if err := s.Delete(ctx, rec.ID); err != nil {
 				t.Fatal(err)
 			}
-			for _, key := range []string{rec.ID, job.ManifestKey(rec.ID, 0), deleted, job.NewID()} {
+			for _, key := range []string{rec.ID, job.ManifestKey(rec.ID, 0), deleted, job.NewID("alice")} {
 				if value, _, err := s.LeaderGet(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
 					t.Errorf("LeaderGet(%s) = %q, %v; want ErrKeyNotFound", key, value, err)
 				}
@@ -90,7 +90,7 @@ func TestOneServerNeedsNoConfirmation(t *testing.T) {
 			if s.Replicated(ctx) {
 				t.Fatal("a bucket on one server taken for a replicated one")
 			}
-			rec := job.Record{V: 1, ID: job.NewID(), State: job.Publishing, Created: time.Now().UTC(), Batches: 1}
+			rec := job.Record{V: 1, ID: job.NewID("alice"), State: job.Publishing, Created: time.Now().UTC(), Batches: 1}
 			if _, err := s.Create(ctx, &rec); err != nil {
 				t.Fatal(err)
 			}
@@ -121,23 +121,33 @@ func TestListSkipsRecordsThatDoNotDecode(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			s := job.NewStore(q.JS, q.Jobs)
-			good := job.Record{V: 1, ID: job.NewID(), State: job.Publishing, Created: time.Now().UTC()}
+			good := job.Record{V: 1, ID: job.NewID("alice"), State: job.Publishing, Created: time.Now().UTC()}
 			if _, err := s.Create(ctx, &good); err != nil {
 				t.Fatal(err)
 			}
-			broken := "vvvvvvvvvvvvvvvvvvvvvvvvvv" // a valid id, newer than any
+			time.Sleep(2 * time.Millisecond) // ids sort by the millisecond
+			bobs := job.Record{V: 1, ID: job.NewID("bob"), State: job.Publishing, Created: time.Now().UTC()}
+			if _, err := s.Create(ctx, &bobs); err != nil {
+				t.Fatal(err)
+			}
+			broken := "alice.vvvvvvvvvvvvvvvvvvvvvvvvvv" // a valid id, newer than any
 			if _, err := q.Jobs.Put(ctx, broken, []byte("not a record")); err != nil {
 				t.Fatal(err)
 			}
+			// Every owner's, newest first.
+			all, err := s.List(ctx, "", 10, nil)
+			if err != nil || len(all) != 2 || all[0].ID != bobs.ID || all[1].ID != good.ID {
+				t.Errorf("List of every owner's = %+v, %v; want bob's then alice's", all, err)
+			}
 			var bad []string
-			recs, err := s.List(ctx, 10, func(id string, err error) {
+			recs, err := s.List(ctx, "alice", 10, func(id string, err error) {
 				bad = append(bad, id)
 				if !errors.Is(err, job.ErrBadRecord) {
 					t.Errorf("bad record error %v, want ErrBadRecord", err)
 				}
 			})
 			if err != nil || len(recs) != 1 || recs[0].ID != good.ID {
-				t.Errorf("List = %+v, %v; want the good record", recs, err)
+				t.Errorf("List of alice's = %+v, %v; want her good record alone", recs, err)
 			}
 			if len(bad) != 1 || bad[0] != broken {
 				t.Errorf("skipped %q, want %q", bad, broken)

@@ -210,12 +210,12 @@ func TestMetricsAfterJobs(t *testing.T) {
 
 	// A message that does not decode, and a batch no producer published
 	// (its job has no record), are dead-lettered and counted apart.
-	if _, err := q.JS.Publish(ctx, q.Opts.WorkSubject(job.NewID()), []byte("not a batch")); err != nil {
+	if _, err := q.JS.Publish(ctx, q.Opts.WorkSubject(job.NewID("alice"), queue.Lane{Owner: "alice", Priority: job.PriorityNormal, Slot: queue.SlotSmall}), []byte("not a batch")); err != nil {
 		t.Fatal(err)
 	}
 	g, _ := solver.Parse(puzzles[0])
-	forged := &job.Batch{Job: job.NewID(), Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: g}}}
-	if _, err := q.JS.PublishMsg(ctx, q.Opts.WorkMsg(forged)); err != nil {
+	forged := &job.Batch{Job: job.NewID("alice"), Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: g}}}
+	if _, err := q.JS.PublishMsg(ctx, q.Opts.WorkMsg(forged, queue.Lane{Owner: "alice", Priority: job.PriorityNormal, Slot: queue.SlotSmall})); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(`sudoku_errors_total{kind="decode"}`, 1)

@@ -216,7 +216,7 @@ func ParseStatusRequest(data []byte) (string, error) {
 		if len(s) > 40 {
 			s = s[:40] + "..."
 		}
-		return "", fmt.Errorf("job id %q: want the id the submit endpoint returned (up to %d lower-case letters a-v and digits)", s, job.MaxJobID)
+		return "", fmt.Errorf("job id %q: want the id the submit endpoint returned (%s)", s, job.IDForm)
 	}
 	return r.Job, nil
 }

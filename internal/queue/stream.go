@@ -8,9 +8,13 @@
 //
 // Under the prefix P (default "sudoku"):
 //
-//	P.jobs.bulk.<job>         work batches (work stream, work-queue retention)
+//	P.jobs.<owner>.<priority>.<slot>.<serial>
+//	                          work batches of job <owner>.<serial>, in its
+//	                          lane (work stream, work-queue retention; see
+//	                          Lane)
 //	P.results.<job>.<batch>   a batch's results (results stream, one message
-//	                          per subject, kept for Retention)
+//	                          per subject, kept for Retention); <job> is
+//	                          "<owner>.<serial>", two tokens
 //	P.dlq.<reason>            dead letters (dead-letter stream)
 //	P.solve                   one puzzle, request/reply (the workers' NATS
 //	                          micro service "sudoku")
@@ -21,7 +25,10 @@
 //	                          not stored: for dashboards)
 //
 // The jobs bucket (a JetStream key-value bucket) holds "<job>", the job's
-// record, and "<job>.m.<chunk>", its manifests.
+// record, and "<job>.m.<chunk>", its manifests: under "<owner>." too.
+// Every subject and key of a job starts its job part with the owner's
+// name, so that NATS permissions per user (internal/roles) can give each
+// owner its own jobs and nobody else's.
 package queue
 
 import (
@@ -31,6 +38,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -139,14 +147,8 @@ func (o Options) ResultsStream() string { o.defaults(); return o.Stream + "_RESU
 // JobsBucket is the jobs bucket's name.
 func (o Options) JobsBucket() string { o.defaults(); return o.Stream + "_JOBS" }
 
-// WorkSubject is the subject of a job's work batches.
-func (o Options) WorkSubject(jobID string) string {
-	o.defaults()
-	return o.Prefix + ".jobs.bulk." + jobID
-}
-
 // WorkFilter matches every work subject.
-func (o Options) WorkFilter() string { o.defaults(); return o.Prefix + ".jobs.bulk.>" }
+func (o Options) WorkFilter() string { o.defaults(); return o.Prefix + ".jobs.>" }
 
 // ResultSubject is the subject of the results of batch index of a job.
 func (o Options) ResultSubject(jobID string, index uint64) string {
@@ -164,12 +166,15 @@ func (o Options) ResultsFilter(jobID string) string {
 // Reason constants).
 func (o Options) DLQSubject(reason string) string { o.defaults(); return o.Prefix + ".dlq." + reason }
 
-// EventSubject is the subject of the events of a job ("*" for every job):
-// core NATS, not stored.
+// EventSubject is the subject of the events of a job ("solve" for the
+// solve endpoint's): core NATS, not stored.
 func (o Options) EventSubject(jobID string) string {
 	o.defaults()
 	return o.Prefix + ".events." + jobID
 }
+
+// EventsFilter matches every event's subject.
+func (o Options) EventsFilter() string { o.defaults(); return o.Prefix + ".events.>" }
 
 // Event is what a worker publishes on EventSubject after each batch it
 // acks, and after each puzzle of the solve endpoint (Job "", Batch 0): a
@@ -195,6 +200,10 @@ func (o Options) CancelSubject() string { o.defaults(); return o.Prefix + ".canc
 // job's state and counts).
 func (o Options) StatusSubject() string { o.defaults(); return o.Prefix + ".status" }
 
+// legacyConsumerSuffix ends the name of the consumer every worker shared
+// before work was divided into lanes.
+const legacyConsumerSuffix = "-bulk"
+
 // ServiceName is the name of the workers' NATS micro service.
 const ServiceName = "sudoku"
 
@@ -217,6 +226,34 @@ type Queue struct {
 	// that existed differ from Opts: left as they are, unless
 	// Opts.Update (then they are what Setup changed).
 	Differences []Difference
+
+	seqMu  sync.Mutex
+	seq    uint64    // the results stream's last sequence + 1, as last asked
+	seqAt  time.Time // when
+	seqErr error
+}
+
+// resultsSeqFor is how long ResultsFrom reuses the results stream's
+// sequence it asked for: a reader that starts a little early only skips
+// more of other jobs' results.
+const resultsSeqFor = 500 * time.Millisecond
+
+// ResultsFrom returns a sequence of the results stream at or before any
+// result stored from now on: its last sequence plus one, as it was at
+// most resultsSeqFor ago (one request per resultsSeqFor, however many
+// jobs are submitted), for readers to start at (job.Record.ResultsFrom).
+func (q *Queue) ResultsFrom(ctx context.Context) (uint64, error) {
+	q.seqMu.Lock()
+	defer q.seqMu.Unlock()
+	if !q.seqAt.IsZero() && time.Since(q.seqAt) < resultsSeqFor {
+		return q.seq, q.seqErr
+	}
+	info, err := q.Results.Info(ctx)
+	q.seqAt, q.seqErr = time.Now(), err
+	if err == nil {
+		q.seq = info.State.LastSeq + 1
+	}
+	return q.seq, err
 }
 
 // Setup creates the work stream, the results stream, the jobs bucket and
@@ -578,11 +615,11 @@ func (q *Queue) Delete(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// WorkMsg builds the message of a work batch: on the job's work subject,
-// with the batch's id as Nats-Msg-Id, so that JetStream drops a batch
-// published twice within the duplicate window.
-func (o Options) WorkMsg(b *job.Batch) *nats.Msg {
-	m := nats.NewMsg(o.WorkSubject(b.Job))
+// WorkMsg builds the message of a work batch of a job in lane l: on the
+// job's work subject, with the batch's id as Nats-Msg-Id, so that
+// JetStream drops a batch published twice within the duplicate window.
+func (o Options) WorkMsg(b *job.Batch, l Lane) *nats.Msg {
+	m := nats.NewMsg(o.WorkSubject(b.Job, l))
 	m.Data = b.AppendWork(make([]byte, 0, 64+(job.PackedLen+2)*len(b.Items)))
 	m.Header.Set(nats.MsgIdHdr, b.ID())
 	return m

@@ -86,9 +86,9 @@ func TestSetupLeavesSharedSettingsAlone(t *testing.T) {
 }
 
 // TestSetupDropsTheSharedConsumer checks that a worker's set-up deletes
-// the consumer every worker shared before work was divided by job (its
-// filter overlaps every job's, which a work-queue stream refuses), and
-// that the work it held is then delivered by the job's own consumer.
+// the consumer every worker shared before work was divided into lanes
+// (its filter overlaps every lane's, which a work-queue stream refuses),
+// and that the work it held is then delivered by the lane's consumer.
 func TestSetupDropsTheSharedConsumer(t *testing.T) {
 	for _, server := range testenv.Servers {
 		t.Run(server, func(t *testing.T) {
@@ -102,11 +102,12 @@ func TestSetupDropsTheSharedConsumer(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.JS.Publish(ctx, o.WorkSubject("j1"), []byte("old")); err != nil {
+			lane := queue.Lane{Owner: "alice", Priority: job.PriorityNormal, Slot: queue.SlotSmall}
+			if _, err := q.JS.Publish(ctx, o.WorkSubject("alice.j1", lane), []byte("old")); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.JobWork(ctx, "j1"); err == nil {
-				t.Fatal("a job's consumer beside the shared one: want the server to refuse the overlap")
+			if _, err := q.LaneWork(ctx, lane); err == nil {
+				t.Fatal("a lane's consumer beside the shared one: want the server to refuse the overlap")
 			}
 			nq, err := queue.Setup(ctx, q.JS, o)
 			if err != nil {
@@ -115,7 +116,7 @@ func TestSetupDropsTheSharedConsumer(t *testing.T) {
 			if _, err := q.JS.Consumer(ctx, o.Stream, durable); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				t.Fatalf("the shared consumer after set-up: %v, want it deleted", err)
 			}
-			c, err := nq.JobWork(ctx, "j1")
+			c, err := nq.LaneWork(ctx, lane)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,10 +296,11 @@ func TestSetupWithoutConsumer(t *testing.T) {
 			if err := q.JS.DeleteConsumer(ctx, o.Stream, shared); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.JS.Publish(ctx, o.WorkSubject("06h3nocons"), []byte("early")); err != nil {
+			lane := queue.Lane{Owner: "alice", Priority: job.PriorityHigh, Slot: queue.BigSlot(1)}
+			if _, err := q.JS.Publish(ctx, o.WorkSubject("alice.06h3nocons", lane), []byte("early")); err != nil {
 				t.Fatal(err)
 			}
-			c, err := q.JobWork(ctx, "06h3nocons")
+			c, err := q.LaneWork(ctx, lane)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +331,7 @@ func TestResultsCannotBeReplaced(t *testing.T) {
 		t.Run(server, func(t *testing.T) {
 			ctx := context.Background()
 			q := testenv.NewQueue(t, server, queue.Options{})
-			subject := q.Opts.ResultSubject("0123456789abcdefghijklmnop", 3)
+			subject := q.Opts.ResultSubject("alice.0123456789abcdefghijklmnop", 3)
 			if _, err := q.JS.Publish(ctx, subject, []byte("first"), queue.ExpectResults()); err != nil {
 				t.Fatal(err)
 			}
@@ -364,7 +366,7 @@ func TestResultsCannotBeReplaced(t *testing.T) {
 // wrote them stalled the job): a message that does not answer the batch
 // alike is replaced; the batch's own results stay.
 func TestPublishResultsReplacesWhatDoesNotAnswer(t *testing.T) {
-	ours := &job.Batch{Job: "0123456789abcdefghijklmnop", Index: 2, First: 40}
+	ours := &job.Batch{Job: "alice.0123456789abcdefghijklmnop", Index: 2, First: 40}
 	g, err := solver.Parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
 	if err != nil {
 		t.Fatal(err)
