@@ -479,12 +479,16 @@ func TestWorkerDerived(t *testing.T) {
 //     from Redacted (with what Redacted hides put back), it loads again to
 //     an equal Config.
 //
-// The seeds are the files of TestLoad's and TestSecrets' tables and the
-// reference file; @DIR@ stands for a folder holding TestSecrets' secret
-// files, as in TestSecrets.
+// The seeds are the files of TestLoad's and TestSecrets' tables, a file
+// per key setting it to its sample (TestEveryKey's), and the reference
+// file; @DIR@ stands for a folder holding TestSecrets' secret files and
+// the samples', as in TestSecrets.
 func FuzzLoadYAML(f *testing.F) {
 	for _, tt := range loadTests {
 		f.Add(tt.yaml)
+	}
+	for _, text := range sampleFiles(f) {
+		f.Add(text)
 	}
 	for _, tt := range secretTests {
 		f.Add(tt.yaml)
@@ -607,11 +611,15 @@ func checkRoundTrip(t *testing.T, c *Config, dir string) {
 }
 
 // load runs Load on a file holding yamlText (none if empty), the
-// environment env and, if args is not nil, parsed's flags parsed from
-// args.
+// process's environment with only the SUDOKU_ variables of env (see
+// cleanEnv) and, if args is not nil, parsed's flags parsed from args.
 func load(t testing.TB, yamlText string, env map[string]string, args []string) (*Config, error) {
 	t.Helper()
-	opts := LoadOptions{Env: mapEnv(env)}
+	cleanEnv(t)
+	for name, val := range env {
+		t.Setenv(name, val)
+	}
+	var opts LoadOptions
 	if yamlText != "" {
 		opts.File = writeFile(t, t.TempDir(), "sudoku.yaml", yamlText)
 	}
