@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -272,9 +273,13 @@ type JobConfig struct {
 }
 
 // Default returns the configuration used when nothing is set: every key's
-// default, as documented in configs/sudoku.yaml. Each call returns a new
-// Config.
+// default, as documented in configs/sudoku.yaml. It is the one table of
+// defaults (Load gives it to viper, key by key, with SetDefault); a
+// default that belongs to another package is taken from it (queue's
+// names and limits, the producer's batch sizes, the worker's delays...),
+// not stated again. Each call returns a new Config.
 func Default() *Config {
+	q := queue.DefaultOptions()
 	return &Config{
 		NATS: NATSConfig{
 			URL:            "nats://127.0.0.1:4222",
@@ -290,19 +295,19 @@ func Default() *Config {
 			MemoryFallback: true,
 		},
 		Queue: QueueConfig{
-			Stream:            "SUDOKU",
-			SubjectPrefix:     "sudoku",
-			Replicas:          1,
+			Stream:            q.Stream,
+			SubjectPrefix:     q.Prefix,
+			Replicas:          q.Replicas,
 			Storage:           "file",
-			Consumer:          "sudoku-workers",
-			AckWait:           10 * time.Second,
-			MaxDeliver:        5,
+			Consumer:          q.Consumer,
+			AckWait:           q.AckWait,
+			MaxDeliver:        q.MaxDeliver,
 			Backoff:           worker.DefaultNakDelays(),
-			MaxAckPending:     1024,
+			MaxAckPending:     q.MaxAckPending,
 			BatchSize:         producer.DefaultBatchSize,
 			FirstBatchSize:    producer.DefaultFirstBatch,
 			MaxMessageBytes:   producer.DefaultMaxMessageBytes,
-			DLQStream:         "SUDOKU_DLQ",
+			DLQStream:         q.DLQStream,
 			MaxBytes:          1 << 30,
 			ResultsMaxBytes:   4 << 30,
 			DLQMaxAge:         7 * 24 * time.Hour,
