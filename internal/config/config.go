@@ -12,6 +12,14 @@
 // uses. Precedence, highest first: flags, environment, configuration file,
 // defaults.
 //
+// Load layers them the viper way, with one viper instance per call:
+// SetDefault for every key from Default, AutomaticEnv for the SUDOKU_
+// variables, BindPFlag for the flags named after keys, ReadConfig for the
+// file; then Unmarshal into Config with decode hooks that parse durations
+// ("30s") and comma-separated lists, and refuse a value of the wrong type
+// rather than guess. A key or section of the file left without a value
+// keeps its default.
+//
 // Secrets (nats.password, nats.token, redis.password, serve.token) are
 // never taken from flags, which other users can read from the process
 // table. Set them through the environment or, better, through a file:

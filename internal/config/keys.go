@@ -10,7 +10,9 @@ import (
 // The keys are derived from Config's mapstructure tags rather than listed
 // a second time: adding a field to Config adds its key, its default (from
 // Default), its environment variable, its flag name and its place in the
-// log line. The tests check that configs/sudoku.yaml documents it.
+// log line. The tests check that configs/sudoku.yaml and
+// docs/configuration.md document it, and TestEveryKey sets it from each
+// source.
 
 // field is one key of the configuration: a leaf of Config.
 type field struct {

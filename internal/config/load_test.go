@@ -48,6 +48,11 @@ var loadTests = []loadTest{
 		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
 	},
 	{
+		name:  "keys without a value give the defaults",
+		yaml:  "nats:\n  url:\nqueue:\n  backoff:\n",
+		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
+	},
+	{
 		name: "file overrides the defaults",
 		yaml: `
 nats:
@@ -207,6 +212,20 @@ cache:
 		name: "bad duration in a list",
 		yaml: "queue:\n  backoff: [1s, x]\n",
 		errs: []wantErr{{key: "queue.backoff", value: `["1s", "x"]`, is: errDuration}},
+	},
+	{
+		name: "several bad values at once",
+		yaml: "queue:\n  ack_wait: 30\n  batch_size: 1.5\nredis:\n  password: [x]\n",
+		errs: []wantErr{
+			{key: "queue.ack_wait", value: "30", is: errUnit},
+			{key: "queue.batch_size", value: "1.5", is: errInt},
+			{key: "redis.password", is: errString},
+		},
+	},
+	{
+		name: "a variable named after a section",
+		env:  map[string]string{"SUDOKU_NATS": "nats://x:4222"},
+		errs: []wantErr{{key: "nats"}},
 	},
 	{
 		name: "bad integer",
@@ -469,8 +488,8 @@ func TestWorkerDerived(t *testing.T) {
 // that it does not panic:
 //
 //   - it returns a configuration or an error, never both or neither;
-//   - a file that is not YAML, or whose YAML is not a mapping, gets one
-//     error naming the file and no *Error;
+//   - a file that is not YAML, or whose YAML is not a mapping of
+//     strings, gets one error naming the file and no *Error;
 //   - any other file gets only *Errors (joined), each naming a setting or
 //     a section, or wrapping ErrUnknownKey for a key that is neither,
 //     never showing a secret's value, and coming from the file or from a
@@ -524,10 +543,9 @@ func FuzzLoadYAML(f *testing.F) {
 // checkLoadErr checks Load's error for the file at path holding text.
 func checkLoadErr(t *testing.T, err error, text, path string) {
 	t.Helper()
-	var doc any
-	parseErr := yaml.Unmarshal([]byte(text), &doc)
-	if _, isMap := toMap(doc); parseErr != nil || (doc != nil && !isMap) {
-		// The file as a whole is wrong: no setting to name.
+	if yaml.Unmarshal([]byte(text), &map[string]any{}) != nil {
+		// The file as a whole is wrong (not YAML, or not a mapping with
+		// string keys): no setting to name.
 		if list := errorList(err); len(list) != 0 || !strings.Contains(err.Error(), path) {
 			t.Errorf("for a file that is no YAML mapping, got %d *Errors, want 1 error naming the file: %v", len(list), err)
 		}
