@@ -216,10 +216,6 @@ type WorkerConfig struct {
 	// Concurrency is the number of solving goroutines; 0 means
 	// GOMAXPROCS (see Config.WorkerConcurrency).
 	Concurrency int `mapstructure:"concurrency"`
-	// Fetch is no longer used: a worker takes one batch at a time, from
-	// the job whose turn it is (docs/jobs.md). The key is still accepted,
-	// so that older files load.
-	Fetch int `mapstructure:"fetch"`
 	// ShutdownTimeout bounds how long a stopping worker finishes its
 	// in-flight batches; what is left is redelivered to others.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`

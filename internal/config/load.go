@@ -185,7 +185,25 @@ func (l *loader) bindEnv() []error {
 				Err: errors.New("is a section, not a setting: unset the variable")})
 		}
 	}
+	for key := range removed {
+		if _, ok := l.env(envName(key)); ok {
+			errs = append(errs, removedError(key, "$"+envName(key)))
+		}
+	}
 	return errs
+}
+
+// removed are the keys of older versions that no longer do anything, and
+// what to do instead. Setting one, in the file or the environment, is an
+// error saying so: a warning would have nowhere to go before the
+// configuration, and with it the log, is loaded.
+var removed = map[string]string{
+	"worker.fetch": "a worker takes one batch at a time, from the job whose turn it is (docs/jobs.md); delete the setting",
+}
+
+// removedError returns the *Error of the removed key set in source.
+func removedError(key, source string) *Error {
+	return &Error{Key: key, Source: source, Err: fmt.Errorf("%w: removed: %s", ErrUnknownKey, removed[key])}
 }
 
 // errNotMapping is the error of a file whose YAML is not a mapping.
@@ -240,6 +258,10 @@ func (l *loader) unknownKeys() []error {
 			continue
 		}
 		seen[name] = true
+		if _, ok := removed[name]; ok {
+			errs = append(errs, removedError(name, l.path))
+			continue
+		}
 		e := &Error{Key: name, Source: l.path, Err: ErrUnknownKey}
 		if near := nearestKey(name); near != "" {
 			e.Err = fmt.Errorf("%w (did you mean %s?)", ErrUnknownKey, near)

@@ -184,6 +184,16 @@ cache:
 		errs: []wantErr{{key: "nat", is: ErrUnknownKey}, {key: "nats.tls.ca", is: ErrUnknownKey}},
 	},
 	{
+		name: "removed key in the file",
+		yaml: "worker:\n  fetch: 8\n  concurrency: 2\n",
+		errs: []wantErr{{key: "worker.fetch", is: ErrUnknownKey}},
+	},
+	{
+		name: "removed key in the environment",
+		env:  map[string]string{"SUDOKU_WORKER_FETCH": "8"},
+		errs: []wantErr{{key: "worker.fetch", is: ErrUnknownKey}},
+	},
+	{
 		name: "section that is not a mapping",
 		yaml: "nats: nats://x:4222\n",
 		errs: []wantErr{{key: "nats", value: `"nats://x:4222"`}},
@@ -339,6 +349,35 @@ func TestLoadFileErrors(t *testing.T) {
 	})
 }
 
+// TestRemovedKey: a file or a variable still setting worker.fetch gets an
+// error saying that the key was removed and what to do, naming where.
+func TestRemovedKey(t *testing.T) {
+	file := "worker:\n  fetch: 8\n"
+	env := map[string]string{"SUDOKU_WORKER_FETCH": "8"}
+	for _, tt := range []struct {
+		name, yaml string
+		env        map[string]string
+		source     string // "" for the file's path
+	}{
+		{"file", file, nil, ""},
+		{"environment", "", env, "$SUDOKU_WORKER_FETCH"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, tt.env, nil)
+			checkErrs(t, err, []wantErr{{key: "worker.fetch", is: ErrUnknownKey}})
+			e := errorList(err)[0]
+			if tt.source != "" && e.Source != tt.source || tt.source == "" && !strings.HasSuffix(e.Source, "sudoku.yaml") {
+				t.Errorf("source %q: %v", e.Source, e)
+			}
+			for _, want := range []string{"removed", "one batch at a time", "docs/jobs.md", "delete"} {
+				if !strings.Contains(e.Error(), want) {
+					t.Errorf("%q does not say %q", e.Error(), want)
+				}
+			}
+		})
+	}
+}
+
 func TestLoadErrorSource(t *testing.T) {
 	c := map[string]string{"SUDOKU_WORKER_CONCURRENCY": "-1"}
 	_, err := load(t, "", c, nil)
@@ -478,7 +517,7 @@ func TestWorkerDerived(t *testing.T) {
 	if c.WorkerConcurrency() < 1 || c.WorkerHeartbeat() != c.Queue.AckWait/3 {
 		t.Errorf("defaults: concurrency %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerHeartbeat())
 	}
-	c.Worker = WorkerConfig{Concurrency: 3, Fetch: 5, Heartbeat: time.Second}
+	c.Worker = WorkerConfig{Concurrency: 3, Heartbeat: time.Second}
 	if c.WorkerConcurrency() != 3 || c.WorkerHeartbeat() != time.Second {
 		t.Errorf("set: concurrency %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerHeartbeat())
 	}
