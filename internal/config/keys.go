@@ -18,7 +18,7 @@ import (
 type field struct {
 	key    string       // e.g. "queue.ack_wait"
 	index  []int        // the field's index path in Config
-	typ    reflect.Type // the field's type, one of the kinds convert knows
+	typ    reflect.Type // the field's type, one of those decodeHook handles
 	secret bool         // of type Secret
 }
 
@@ -68,7 +68,8 @@ func collectFields() ([]field, map[string]bool, map[string]*field) {
 	return fs, secs, idx
 }
 
-// supported reports whether convert can produce a value of type t.
+// supported reports whether decodeHook handles the type t (and
+// AddKeyFlags, and the tests' samples).
 func supported(t reflect.Type) bool {
 	switch {
 	case t == durationType, t == reflect.TypeFor[[]time.Duration]():
