@@ -12,6 +12,14 @@
 // uses. Precedence, highest first: flags, environment, configuration file,
 // defaults.
 //
+// Load layers them the viper way, with one viper instance per call:
+// SetDefault for every key from Default, AutomaticEnv for the SUDOKU_
+// variables, BindPFlag for the flags named after keys, ReadConfig for the
+// file; then Unmarshal into Config with decode hooks that parse durations
+// ("30s") and comma-separated lists, and refuse a value of the wrong type
+// rather than guess. A key or section of the file left without a value
+// keeps its default.
+//
 // Secrets (nats.password, nats.token, redis.password, serve.token) are
 // never taken from flags, which other users can read from the process
 // table. Set them through the environment or, better, through a file:
@@ -33,6 +41,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -207,10 +216,6 @@ type WorkerConfig struct {
 	// Concurrency is the number of solving goroutines; 0 means
 	// GOMAXPROCS (see Config.WorkerConcurrency).
 	Concurrency int `mapstructure:"concurrency"`
-	// Fetch is no longer used: a worker takes one batch at a time, from
-	// the job whose turn it is (docs/jobs.md). The key is still accepted,
-	// so that older files load.
-	Fetch int `mapstructure:"fetch"`
 	// ShutdownTimeout bounds how long a stopping worker finishes its
 	// in-flight batches; what is left is redelivered to others.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
@@ -272,9 +277,13 @@ type JobConfig struct {
 }
 
 // Default returns the configuration used when nothing is set: every key's
-// default, as documented in configs/sudoku.yaml. Each call returns a new
-// Config.
+// default, as documented in configs/sudoku.yaml. It is the one table of
+// defaults (Load gives it to viper, key by key, with SetDefault); a
+// default that belongs to another package is taken from it (queue's
+// names and limits, the producer's batch sizes, the worker's delays...),
+// not stated again. Each call returns a new Config.
 func Default() *Config {
+	q := queue.DefaultOptions()
 	return &Config{
 		NATS: NATSConfig{
 			URL:            "nats://127.0.0.1:4222",
@@ -290,19 +299,19 @@ func Default() *Config {
 			MemoryFallback: true,
 		},
 		Queue: QueueConfig{
-			Stream:            "SUDOKU",
-			SubjectPrefix:     "sudoku",
-			Replicas:          1,
+			Stream:            q.Stream,
+			SubjectPrefix:     q.Prefix,
+			Replicas:          q.Replicas,
 			Storage:           "file",
-			Consumer:          "sudoku-workers",
-			AckWait:           10 * time.Second,
-			MaxDeliver:        5,
+			Consumer:          q.Consumer,
+			AckWait:           q.AckWait,
+			MaxDeliver:        q.MaxDeliver,
 			Backoff:           worker.DefaultNakDelays(),
-			MaxAckPending:     1024,
+			MaxAckPending:     q.MaxAckPending,
 			BatchSize:         producer.DefaultBatchSize,
 			FirstBatchSize:    producer.DefaultFirstBatch,
 			MaxMessageBytes:   producer.DefaultMaxMessageBytes,
-			DLQStream:         "SUDOKU_DLQ",
+			DLQStream:         q.DLQStream,
 			MaxBytes:          1 << 30,
 			ResultsMaxBytes:   4 << 30,
 			DLQMaxAge:         7 * 24 * time.Hour,

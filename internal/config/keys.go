@@ -10,13 +10,15 @@ import (
 // The keys are derived from Config's mapstructure tags rather than listed
 // a second time: adding a field to Config adds its key, its default (from
 // Default), its environment variable, its flag name and its place in the
-// log line. The tests check that configs/sudoku.yaml documents it.
+// log line. The tests check that configs/sudoku.yaml and
+// docs/configuration.md document it, and TestEveryKey sets it from each
+// source.
 
 // field is one key of the configuration: a leaf of Config.
 type field struct {
 	key    string       // e.g. "queue.ack_wait"
 	index  []int        // the field's index path in Config
-	typ    reflect.Type // the field's type, one of the kinds convert knows
+	typ    reflect.Type // the field's type, one of those decodeHook handles
 	secret bool         // of type Secret
 }
 
@@ -66,7 +68,8 @@ func collectFields() ([]field, map[string]bool, map[string]*field) {
 	return fs, secs, idx
 }
 
-// supported reports whether convert can produce a value of type t.
+// supported reports whether decodeHook handles the type t (and
+// AddKeyFlags, and the tests' samples).
 func supported(t reflect.Type) bool {
 	switch {
 	case t == durationType, t == reflect.TypeFor[[]time.Duration]():

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -38,13 +40,14 @@ type LoadOptions struct {
 	// (--nats-url for nats.url, see AddKeyFlags) and set on the command line
 	// override the environment and the file. Flags may be nil.
 	Flags *pflag.FlagSet
-	// Env looks up an environment variable; nil means os.LookupEnv.
-	// An empty value counts as unset, so that `FOO=` in a compose file
+	// Env, if not nil, stands for the process's environment, which Load
+	// then leaves alone: for tests that run in parallel and so cannot set
+	// it. An empty value counts as unset, so that `FOO=` in a compose file
 	// does not wipe a setting.
 	Env func(name string) (string, bool)
 }
 
-// source ranks: where a key's value came from.
+// Where a key's value came from, lowest rank first.
 const (
 	fromDefault = iota
 	fromFile
@@ -58,6 +61,14 @@ type origin struct {
 	name string // "" for a default, else the file, $VAR or --flag
 }
 
+// loader is one Load: a viper instance with the defaults, the
+// environment, the flags and the file as its layers.
+type loader struct {
+	v    *viper.Viper
+	opts LoadOptions
+	path string // the configuration file; "" for none
+}
+
 // Load returns the configuration from the defaults, the configuration
 // file, the environment and the flags (see LoadOptions), validated with
 // Validate. Its error joins every problem found, each one an *Error
@@ -65,110 +76,46 @@ type origin struct {
 // unknown key in the file is an *Error wrapping ErrUnknownKey. Load is
 // safe to call from several goroutines.
 func Load(opts LoadOptions) (*Config, error) {
-	lookup := opts.Env
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	env := func(name string) (string, bool) {
-		val, ok := lookup(name)
-		return val, ok && val != ""
-	}
-
-	// viper's own AutomaticEnv and BindPFlag are not used: AutomaticEnv
-	// reads os.Getenv with no way to substitute Env, and it only works
-	// for keys viper knows (spf13/viper#761). Looking up each known key
-	// explicitly and layering with Set (later calls win) gives the same
-	// precedence: flags, environment, file, defaults.
-	v := viper.New()
-	origins := make(map[string]origin, len(fields))
-
-	path := opts.File
-	if path == "" && opts.Flags != nil {
-		if fl := opts.Flags.Lookup(FlagConfig); fl != nil {
-			path = fl.Value.String()
-		}
-	}
-	if path == "" {
-		path, _ = env(EnvConfig)
-	}
-	var errs []error
-	if path != "" {
-		keyErrs, err := readFile(v, path)
-		if err != nil {
-			return nil, err
-		}
-		errs = append(errs, keyErrs...)
-		for i := range fields {
-			if v.InConfig(fields[i].key) {
-				origins[fields[i].key] = origin{fromFile, path}
-			}
-		}
-	}
-
+	l := &loader{v: viper.New(), opts: opts}
 	def := Default()
 	for i := range fields {
-		f := &fields[i]
-		v.SetDefault(f.key, f.get(def).Interface())
+		l.v.SetDefault(fields[i].key, fields[i].get(def).Interface())
 	}
-
-	for i := range fields {
-		f := &fields[i]
-		name := envName(f.key)
-		if val, ok := env(name); ok {
-			v.Set(f.key, val)
-			origins[f.key] = origin{fromEnv, "$" + name}
+	errs := append(l.bindFlags(), l.bindEnv()...)
+	l.path = opts.File
+	if l.path == "" && opts.Flags != nil {
+		if fl := opts.Flags.Lookup(FlagConfig); fl != nil {
+			l.path = fl.Value.String()
 		}
 	}
-
-	if opts.Flags != nil {
-		for i := range fields {
-			f := &fields[i]
-			name := flagName(f.key)
-			fl := opts.Flags.Lookup(name)
-			switch {
-			case fl == nil:
-			case f.secret:
-				errs = append(errs, &Error{Key: f.key, Source: "--" + name, Err: fmt.Errorf(
-					"a secret cannot be a flag (other users can list a process's flags); use $%s or %s_file", envName(f.key), f.key)})
-			case fl.Changed:
-				if sv, ok := fl.Value.(pflag.SliceValue); ok {
-					v.Set(f.key, sv.GetSlice())
-				} else {
-					v.Set(f.key, fl.Value.String())
-				}
-				origins[f.key] = origin{fromFlag, "--" + name}
-			}
+	if l.path == "" {
+		l.path, _ = l.env(EnvConfig)
+	}
+	if l.path != "" {
+		if err := l.readFile(); err != nil {
+			return nil, err
+		}
+		errs = append(errs, l.unknownKeys()...)
+	}
+	failed := map[string]bool{} // the keys and sections found wrong
+	for _, err := range errs {
+		if e, ok := err.(*Error); ok {
+			failed[e.Key] = true
 		}
 	}
+	cfg, decodeErrs := l.decode(def, failed)
+	errs = append(errs, decodeErrs...)
+	sortErrors(errs)
 
-	// Convert every value, then check the whole: each key that did not
-	// convert keeps its default, and Validate's verdict on such a key is
-	// left out as noise.
-	cfg := Default()
-	failed := map[string]bool{}
-	for i := range fields {
-		f := &fields[i]
-		raw := v.Get(f.key)
-		val, err := convert(raw, f.typ)
-		if err != nil {
-			e := &Error{Key: f.key, Source: origins[f.key].name, Err: err}
-			if !f.secret {
-				e.Value = formatRaw(raw)
-			}
-			errs = append(errs, e)
-			failed[f.key] = true
-			continue
-		}
-		f.get(cfg).Set(val)
-	}
-	for _, err := range readSecretFiles(cfg, origins) {
+	// Validate says nothing of a key that did not decode (it has its
+	// default), nor of a secret whose file could not be read.
+	for _, err := range l.readSecretFiles(cfg) {
 		failed[strings.TrimSuffix(err.(*Error).Key, "_file")] = true
 		errs = append(errs, err)
 	}
 	for _, err := range cfg.problems() {
-		e := err.(*Error)
-		if !failed[e.Key] {
-			e.Source = origins[e.Key].name
+		if e := err.(*Error); !within(failed, e.Key) {
+			e.Source = l.origin(e.Key).name
 			errs = append(errs, e)
 		}
 	}
@@ -178,35 +125,112 @@ func Load(opts LoadOptions) (*Config, error) {
 	return cfg, nil
 }
 
-// readFile reads the configuration file at path into v's file layer. A
-// file that cannot be read or parsed is an error; keys that are unknown
-// or in the wrong shape are reported in errs and left out, so that Load
-// goes on and reports every other problem too.
-func readFile(v *viper.Viper, path string) (errs []error, err error) {
-	data, err := os.ReadFile(path)
+// env looks name up in the environment: opts.Env's, or the process's.
+func (l *loader) env(name string) (string, bool) {
+	lookup := l.opts.Env
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	val, ok := lookup(name)
+	return val, ok && val != ""
+}
+
+// bindFlags binds each flag of opts.Flags named after a key, which viper
+// then reads when it is set on the command line. A flag of a secret is
+// an error: other users can list a process's flags.
+func (l *loader) bindFlags() []error {
+	if l.opts.Flags == nil {
+		return nil
+	}
+	var errs []error
+	for i := range fields {
+		f := &fields[i]
+		fl := l.opts.Flags.Lookup(flagName(f.key))
+		switch {
+		case fl == nil:
+		case f.secret:
+			errs = append(errs, &Error{Key: f.key, Source: "--" + fl.Name, Err: fmt.Errorf(
+				"a secret cannot be a flag (other users can list a process's flags); use $%s or %s_file", envName(f.key), f.key)})
+		default:
+			_ = l.v.BindPFlag(f.key, fl) // fails only for a nil flag
+		}
+	}
+	return errs
+}
+
+// bindEnv has viper read each key from its variable, SUDOKU_ and the key
+// in upper case with '.' as '_' (AutomaticEnv), or, when opts.Env stands
+// for the environment, puts the variables it has in viper's top layer,
+// where flags set on the command line must still win. A variable named
+// after a section (SUDOKU_NATS) is an error: viper would take it for the
+// section's value and hide each of its keys.
+func (l *loader) bindEnv() []error {
+	if l.opts.Env == nil {
+		l.v.SetEnvPrefix(strings.TrimSuffix(EnvPrefix, "_"))
+		l.v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+		l.v.AutomaticEnv()
+	} else {
+		for i := range fields {
+			key := fields[i].key
+			val, ok := l.env(envName(key))
+			if ok && (l.opts.Flags == nil || !l.opts.Flags.Changed(flagName(key))) {
+				l.v.Set(key, val)
+			}
+		}
+	}
+	var errs []error
+	for sec := range sections {
+		if _, ok := l.env(envName(sec)); ok {
+			errs = append(errs, &Error{Key: sec, Source: "$" + envName(sec),
+				Err: errors.New("is a section, not a setting: unset the variable")})
+		}
+	}
+	for key := range removed {
+		if _, ok := l.env(envName(key)); ok {
+			errs = append(errs, removedError(key, "$"+envName(key)))
+		}
+	}
+	return errs
+}
+
+// removed are the keys of older versions that no longer do anything, and
+// what to do instead. Setting one, in the file or the environment, is an
+// error saying so: a warning would have nowhere to go before the
+// configuration, and with it the log, is loaded.
+var removed = map[string]string{
+	"worker.fetch": "a worker takes one batch at a time, from the job whose turn it is (docs/jobs.md); delete the setting",
+}
+
+// removedError returns the *Error of the removed key set in source.
+func removedError(key, source string) *Error {
+	return &Error{Key: key, Source: source, Err: fmt.Errorf("%w: removed: %s", ErrUnknownKey, removed[key])}
+}
+
+// errNotMapping is the error of a file whose YAML is not a mapping.
+var errNotMapping = errors.New("the file must hold a mapping of keys to values")
+
+// readFile reads the configuration file into viper's file layer. A file
+// that cannot be read or parsed is an error naming the file.
+func (l *loader) readFile() error {
+	data, err := os.ReadFile(l.path)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, pathless(err))
+		return fmt.Errorf("config file %s: %w", l.path, pathless(err))
 	}
-	var doc any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+	l.v.SetConfigType("yaml") // whatever the file's name
+	err = l.v.ReadConfig(bytes.NewReader(data))
+	var typeErr *yaml.TypeError
+	var parseErr viper.ConfigParseError
+	switch {
+	case errors.As(err, &typeErr):
+		// Not YAML's message: it quotes the content, which may be a
+		// secret (--config naming a password file by mistake).
+		return fmt.Errorf("config file %s: %w", l.path, errNotMapping)
+	case errors.As(err, &parseErr):
+		return fmt.Errorf("config file %s: %w", l.path, parseErr.Unwrap())
+	case err != nil:
+		return fmt.Errorf("config file %s: %w", l.path, err)
 	}
-	if doc == nil { // empty, or only comments
-		return nil, nil
-	}
-	// Not viper's own reading: its error for a file that is not a
-	// mapping quotes the content, which may be a secret (--config naming
-	// a password file by mistake), and its keys need checking anyway.
-	top, ok := toMap(doc)
-	if !ok {
-		return nil, fmt.Errorf("config file %s: the file must hold a mapping of keys to values", path)
-	}
-	clean := checkKeys(top, "", path, &errs)
-	sortErrors(errs)
-	if err := v.MergeConfigMap(clean); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	return errs, nil
+	return nil
 }
 
 // pathless returns the cause of a *fs.PathError ("no such file or
@@ -220,54 +244,57 @@ func pathless(err error) error {
 	return err
 }
 
-// checkKeys returns the entries of m, a mapping of the file at the keys
-// starting with prefix, that are settings or sections, and appends an
-// *Error to errs for each other one.
-func checkKeys(m map[string]any, prefix, path string, errs *[]error) map[string]any {
-	clean := make(map[string]any, len(m))
-	for name, val := range m {
-		key := prefix + strings.ToLower(name)
-		_, isMap := toMap(val)
-		switch {
-		case byKey[key] != nil && isMap:
-			*errs = append(*errs, &Error{Key: key, Source: path, Err: errors.New("must be a value, not a mapping")})
-		case byKey[key] != nil:
-			clean[name] = val
-		case sections[key] && val == nil: // a section with every key commented out
-		case sections[key] && isMap:
-			sub, _ := toMap(val)
-			clean[name] = checkKeys(sub, key+".", path, errs)
-		case sections[key]:
-			*errs = append(*errs, &Error{Key: key, Value: formatRaw(val), Source: path,
-				Err: errors.New("must be a mapping of keys to values")})
-		default:
-			if !plainKey(name) { // "" or "a b": say which, quoted
-				key = prefix + strconv.Quote(name)
-			}
-			e := &Error{Key: key, Source: path, Err: ErrUnknownKey}
-			if near := nearestKey(key); near != "" {
-				e.Err = fmt.Errorf("%w (did you mean %s?)", ErrUnknownKey, near)
-			}
-			*errs = append(*errs, e)
+// unknownKeys returns an *Error for each key of the file that is no
+// setting. They are the keys viper holds beyond Config's, since it reads
+// the environment and the flags for Config's keys only: what
+// mapstructure's ErrorUnused finds, but every one of them, even beside a
+// bad value, each named in full and with a "did you mean" for a typo.
+func (l *loader) unknownKeys() []error {
+	seen := map[string]bool{}
+	var errs []error
+	for _, key := range l.v.AllKeys() {
+		name, unknown := unknownPart(key)
+		if !unknown || seen[name] {
+			continue
 		}
+		seen[name] = true
+		if _, ok := removed[name]; ok {
+			errs = append(errs, removedError(name, l.path))
+			continue
+		}
+		e := &Error{Key: name, Source: l.path, Err: ErrUnknownKey}
+		if near := nearestKey(name); near != "" {
+			e.Err = fmt.Errorf("%w (did you mean %s?)", ErrUnknownKey, near)
+		}
+		errs = append(errs, e)
 	}
-	return clean
+	return errs
 }
 
-// toMap returns a YAML mapping as a map[string]any; YAML keys that are
-// not strings (1: x) are formatted.
-func toMap(val any) (map[string]any, bool) {
-	switch m := val.(type) {
-	case map[string]any:
-		return m, true
-	case map[any]any:
-		out := make(map[string]any, len(m))
-		for k, v := range m {
-			out[fmt.Sprint(k)] = v
+// unknownPart returns the part of key, a key of the file, that names
+// nothing: the whole of it within the sections ("nats.urll"), else its
+// first part outside them ("nat" for "nat.url"), with the parts that do
+// not read plainly quoted (nats."u rl"). It returns false for a setting
+// or a section, and for a key within a setting (nats.url.host: decode
+// reports that nats.url is a mapping).
+func unknownPart(key string) (string, bool) {
+	parts := strings.Split(key, ".")
+	for i := range parts {
+		prefix := strings.Join(parts[:i+1], ".")
+		if byKey[prefix] != nil || (sections[prefix] && i == len(parts)-1) {
+			return "", false
 		}
-		return out, true
+		if sections[prefix] {
+			continue
+		}
+		for j, p := range parts[:i+1] {
+			if !plainKey(p) { // "" or "a b": say which, quoted
+				parts[j] = strconv.Quote(p)
+			}
+		}
+		return strings.Join(parts[:i+1], "."), true
 	}
-	return nil, false
+	return "", false
 }
 
 // nearestKey returns the known key closest to an unknown one, if it is
@@ -303,10 +330,97 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// decode unmarshals viper's settings into a Config through decodeHook,
+// strictly (viper's default is weak typing). It returns an *Error for
+// each key or section that did not decode, adding them to failed; the
+// keys in failed, or in a section in it, keep their defaults.
+func (l *loader) decode(def *Config, failed map[string]bool) (*Config, []error) {
+	cfg := &Config{}
+	err := l.v.Unmarshal(cfg, viper.DecodeHook(decodeHook), func(dc *mapstructure.DecoderConfig) {
+		dc.WeaklyTypedInput = false
+	})
+	var errs []error
+	for _, err := range leaves(err) {
+		de, ok := err.(*mapstructure.DecodeError)
+		if !ok {
+			errs = append(errs, fmt.Errorf("config: %w", err))
+			continue
+		}
+		key, _, _ := strings.Cut(de.Name(), "[") // queue.backoff[1]: the list's
+		if within(failed, key) {
+			continue
+		}
+		failed[key] = true
+		e := &Error{Key: key, Source: l.origin(key).name, Err: de.Unwrap()}
+		if f := byKey[key]; (f == nil || !f.secret) && !errors.Is(e.Err, errMapping) {
+			e.Value = formatRaw(l.v.Get(key))
+		}
+		errs = append(errs, e)
+	}
+	for i := range fields {
+		if f := &fields[i]; within(failed, f.key) {
+			f.get(cfg).Set(f.get(def))
+		}
+	}
+	return cfg, errs
+}
+
+// leaves returns the *mapstructure.DecodeErrors in err, which joins and
+// wraps them, and any other error it holds.
+func leaves(err error) []error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *mapstructure.DecodeError:
+		return []error{e}
+	case interface{ Unwrap() []error }:
+		var out []error
+		for _, e := range e.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		if errors.As(err, new(*mapstructure.DecodeError)) {
+			return leaves(e.Unwrap())
+		}
+	}
+	return []error{err}
+}
+
+// within reports whether key, or a section holding it, is in set.
+func within(set map[string]bool, key string) bool {
+	for {
+		if set[key] {
+			return true
+		}
+		i := strings.LastIndexByte(key, '.')
+		if i < 0 {
+			return false
+		}
+		key = key[:i]
+	}
+}
+
+// origin returns where key's value came from, for a message: viper does
+// not say which of its layers gave a value, so ask them in its order.
+func (l *loader) origin(key string) origin {
+	name := flagName(key)
+	if f := byKey[key]; f != nil && !f.secret && l.opts.Flags != nil && l.opts.Flags.Changed(name) {
+		return origin{fromFlag, "--" + name}
+	}
+	if _, ok := l.env(envName(key)); ok {
+		return origin{fromEnv, "$" + envName(key)}
+	}
+	if l.path != "" && l.v.InConfig(key) {
+		return origin{fromFile, l.path}
+	}
+	return origin{}
+}
+
 // readSecretFiles fills each secret from its _file key. When both are
 // set, the one from the higher-precedence source wins; both from the same
 // source is an error.
-func readSecretFiles(cfg *Config, origins map[string]origin) []error {
+func (l *loader) readSecretFiles(cfg *Config) []error {
 	var errs []error
 	for i := range fields {
 		f := &fields[i]
@@ -318,7 +432,7 @@ func readSecretFiles(cfg *Config, origins map[string]origin) []error {
 		if path == "" {
 			continue
 		}
-		fileFrom, secretFrom := origins[ff.key], origins[f.key]
+		fileFrom, secretFrom := l.origin(ff.key), l.origin(f.key)
 		if f.get(cfg).String() != "" {
 			if secretFrom.rank > fileFrom.rank {
 				continue
@@ -345,6 +459,7 @@ func readSecretFiles(cfg *Config, origins map[string]origin) []error {
 	return errs
 }
 
+// The errors of values of the wrong type.
 var (
 	errString   = errors.New("must be a string (quote it in YAML)")
 	errBool     = errors.New("must be true or false")
@@ -352,156 +467,141 @@ var (
 	errDuration = errors.New(`must be a duration such as "500ms", "30s" or "1h30m"`)
 	errUnit     = errors.New(`a duration needs a unit, such as "30s"`)
 	errList     = errors.New("must be a list or a comma-separated string")
+	errNullItem = errors.New("must not hold a null item")
+	errMapping  = errors.New("must be a value, not a mapping")
+	errSection  = errors.New("must be a mapping of keys to values")
 )
 
-// convert returns raw, a value from viper (a default, a YAML value, or a
-// string from the environment or a flag), as a value of type t. It is
-// stricter than viper's own decoding: a bare number is not a duration
-// (30 would be 30ns), a float is not an integer, and a YAML number is not
-// a string (0123 would be 83).
-func convert(raw any, t reflect.Type) (reflect.Value, error) {
-	out := reflect.New(t).Elem()
-	rv := reflect.ValueOf(raw)
-	if !rv.IsValid() {
-		return out, errors.New("must not be null")
+// decodeHook converts what viper holds for a key (a default, a YAML
+// value, or the text of a variable or a flag) to the key's type, for
+// mapstructure. It is stricter than viper's own: a bare number is not a
+// duration (30 would be 30ns), a fraction is not an integer, and a YAML
+// number is not a string (0123 would be "83").
+var decodeHook = mapstructure.ComposeDecodeHookFunc(shapeHook, listHook, durationHook, scalarHook)
+
+// shapeHook refuses a mapping for a setting and anything else for a
+// section.
+func shapeHook(from, to reflect.Type, data any) (any, error) {
+	switch isMap := from.Kind() == reflect.Map; {
+	case to.Kind() == reflect.Struct && !isMap:
+		return nil, errSection
+	case to.Kind() != reflect.Struct && isMap:
+		return nil, errMapping
 	}
-	switch {
-	case t == durationType:
-		d, err := toDuration(rv)
-		out.SetInt(int64(d))
-		return out, err
-	case t.Kind() == reflect.Slice:
-		items, err := toList(rv)
-		if err != nil {
-			return out, err
-		}
-		out = reflect.MakeSlice(t, 0, len(items))
-		for _, item := range items {
-			elem, err := convert(item.Interface(), t.Elem())
-			if err != nil {
-				return out, err
-			}
-			out = reflect.Append(out, elem)
-		}
-		return out, nil
-	}
-	switch t.Kind() {
-	case reflect.String:
-		if rv.Kind() != reflect.String {
-			return out, errString
-		}
-		out.SetString(rv.String())
-	case reflect.Bool:
-		switch rv.Kind() {
-		case reflect.Bool:
-			out.SetBool(rv.Bool())
-		case reflect.String:
-			b, err := strconv.ParseBool(strings.TrimSpace(rv.String()))
-			if err != nil {
-				return out, errBool
-			}
-			out.SetBool(b)
-		default:
-			return out, errBool
-		}
-	case reflect.Int, reflect.Int64:
-		n, err := toInt(rv)
-		if err != nil || out.OverflowInt(n) {
-			return out, errInt
-		}
-		out.SetInt(n)
-	default:
-		// collectFields accepts only the types handled above.
-		panic("config: convert: unsupported type " + t.String())
-	}
-	return out, nil
+	return data, nil
 }
 
-// toInt converts an integer, an integral float or a decimal string.
-func toInt(rv reflect.Value) (int64, error) {
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if rv.Uint() > math.MaxInt64 {
-			return 0, errInt
-		}
-		return int64(rv.Uint()), nil
-	case reflect.Float32, reflect.Float64:
-		f := rv.Float()
-		if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-			return 0, errInt
-		}
-		return int64(f), nil
-	case reflect.String:
-		return strconv.ParseInt(strings.TrimSpace(rv.String()), 10, 64)
+// listHook makes a list of a comma-separated string (a variable or a
+// flag) or of a YAML sequence, with its strings trimmed and the empty
+// ones left out; mapstructure converts its items.
+func listHook(from, to reflect.Type, data any) (any, error) {
+	if to.Kind() != reflect.Slice {
+		return data, nil
 	}
-	return 0, errInt
-}
-
-// toDuration converts a time.Duration, a string such as "30s", or the
-// number 0.
-func toDuration(rv reflect.Value) (time.Duration, error) {
-	if rv.Type() == durationType {
-		return time.Duration(rv.Int()), nil
-	}
-	switch rv.Kind() {
+	var items []any
+	switch v := reflect.ValueOf(data); from.Kind() {
 	case reflect.String:
-		s := strings.TrimSpace(rv.String())
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
-				return 0, errUnit
-			}
-			return 0, errDuration
+		for _, s := range strings.Split(v.String(), ",") {
+			items = append(items, s)
 		}
-		return d, nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		if rv.IsZero() {
-			return 0, nil
-		}
-		return 0, errUnit
-	}
-	return 0, errDuration
-}
-
-// toList returns the items of a list, or of a comma-separated string,
-// with white space around string items trimmed and empty ones dropped.
-func toList(rv reflect.Value) ([]reflect.Value, error) {
-	var items []reflect.Value
-	switch rv.Kind() {
-	case reflect.String:
-		for _, s := range strings.Split(rv.String(), ",") {
-			items = append(items, reflect.ValueOf(s))
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range rv.Len() {
-			item := rv.Index(i)
-			for item.Kind() == reflect.Interface && !item.IsNil() {
-				item = item.Elem()
-			}
-			items = append(items, item)
+	case reflect.Slice:
+		for i := range v.Len() {
+			items = append(items, v.Index(i).Interface())
 		}
 	default:
 		return nil, errList
 	}
-	kept := items[:0]
+	kept := make([]any, 0, len(items))
 	for _, item := range items {
-		if item.Kind() == reflect.String {
-			s := strings.TrimSpace(item.String())
-			if s == "" {
-				continue
-			}
-			item = reflect.ValueOf(s)
-		}
-		if item.Kind() == reflect.Interface { // a null item
-			return nil, errors.New("must not hold a null item")
+		s, isString := item.(string)
+		switch {
+		case item == nil:
+			return nil, errNullItem
+		case isString && strings.TrimSpace(s) == "":
+			continue
+		case isString:
+			item = strings.TrimSpace(s)
 		}
 		kept = append(kept, item)
 	}
 	return kept, nil
+}
+
+// durationHook parses a duration such as "30s"; of numbers, it takes
+// only 0.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from == durationType {
+		return data, nil
+	}
+	v := reflect.ValueOf(data)
+	if from.Kind() == reflect.String {
+		s := strings.TrimSpace(v.String())
+		if d, err := time.ParseDuration(s); err == nil {
+			return d, nil
+		}
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			return nil, errUnit
+		}
+		return nil, errDuration
+	}
+	if v.CanInt() || v.CanUint() || v.CanFloat() {
+		if v.IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, errUnit
+	}
+	return nil, errDuration
+}
+
+// scalarHook parses the text of a boolean or an integer, takes a YAML
+// number for an integer only if it is one, and refuses anything but a
+// string for a string.
+func scalarHook(from, to reflect.Type, data any) (any, error) {
+	v := reflect.ValueOf(data)
+	switch to.Kind() {
+	case reflect.String:
+		if from.Kind() != reflect.String {
+			return nil, errString
+		}
+	case reflect.Bool:
+		if from.Kind() == reflect.String {
+			b, err := strconv.ParseBool(strings.TrimSpace(v.String()))
+			if err != nil {
+				return nil, errBool
+			}
+			return b, nil
+		}
+		if from.Kind() != reflect.Bool {
+			return nil, errBool
+		}
+	case reflect.Int, reflect.Int64:
+		if to == durationType {
+			return data, nil
+		}
+		n, ok := toInt(v)
+		if !ok || reflect.New(to).Elem().OverflowInt(n) {
+			return nil, errInt
+		}
+		return n, nil
+	}
+	return data, nil
+}
+
+// toInt converts an integer, an integral float or a decimal string.
+func toInt(v reflect.Value) (int64, bool) {
+	switch {
+	case v.CanInt():
+		return v.Int(), true
+	case v.CanUint():
+		return int64(v.Uint()), v.Uint() <= math.MaxInt64
+	case v.CanFloat():
+		f := v.Float()
+		return int64(f), f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64
+	case v.Kind() == reflect.String:
+		n, err := strconv.ParseInt(strings.TrimSpace(v.String()), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // formatRaw formats a value as given, for an error message: strings

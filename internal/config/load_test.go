@@ -48,6 +48,11 @@ var loadTests = []loadTest{
 		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
 	},
 	{
+		name:  "keys without a value give the defaults",
+		yaml:  "nats:\n  url:\nqueue:\n  backoff:\n",
+		check: func(t *testing.T, c *Config) { equal(t, c, Default()) },
+	},
+	{
 		name: "file overrides the defaults",
 		yaml: `
 nats:
@@ -179,6 +184,16 @@ cache:
 		errs: []wantErr{{key: "nat", is: ErrUnknownKey}, {key: "nats.tls.ca", is: ErrUnknownKey}},
 	},
 	{
+		name: "removed key in the file",
+		yaml: "worker:\n  fetch: 8\n  concurrency: 2\n",
+		errs: []wantErr{{key: "worker.fetch", is: ErrUnknownKey}},
+	},
+	{
+		name: "removed key in the environment",
+		env:  map[string]string{"SUDOKU_WORKER_FETCH": "8"},
+		errs: []wantErr{{key: "worker.fetch", is: ErrUnknownKey}},
+	},
+	{
 		name: "section that is not a mapping",
 		yaml: "nats: nats://x:4222\n",
 		errs: []wantErr{{key: "nats", value: `"nats://x:4222"`}},
@@ -207,6 +222,20 @@ cache:
 		name: "bad duration in a list",
 		yaml: "queue:\n  backoff: [1s, x]\n",
 		errs: []wantErr{{key: "queue.backoff", value: `["1s", "x"]`, is: errDuration}},
+	},
+	{
+		name: "several bad values at once",
+		yaml: "queue:\n  ack_wait: 30\n  batch_size: 1.5\nredis:\n  password: [x]\n",
+		errs: []wantErr{
+			{key: "queue.ack_wait", value: "30", is: errUnit},
+			{key: "queue.batch_size", value: "1.5", is: errInt},
+			{key: "redis.password", is: errString},
+		},
+	},
+	{
+		name: "a variable named after a section",
+		env:  map[string]string{"SUDOKU_NATS": "nats://x:4222"},
+		errs: []wantErr{{key: "nats"}},
 	},
 	{
 		name: "bad integer",
@@ -318,6 +347,35 @@ func TestLoadFileErrors(t *testing.T) {
 			t.Error("got no error")
 		}
 	})
+}
+
+// TestRemovedKey: a file or a variable still setting worker.fetch gets an
+// error saying that the key was removed and what to do, naming where.
+func TestRemovedKey(t *testing.T) {
+	file := "worker:\n  fetch: 8\n"
+	env := map[string]string{"SUDOKU_WORKER_FETCH": "8"}
+	for _, tt := range []struct {
+		name, yaml string
+		env        map[string]string
+		source     string // "" for the file's path
+	}{
+		{"file", file, nil, ""},
+		{"environment", "", env, "$SUDOKU_WORKER_FETCH"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, tt.env, nil)
+			checkErrs(t, err, []wantErr{{key: "worker.fetch", is: ErrUnknownKey}})
+			e := errorList(err)[0]
+			if tt.source != "" && e.Source != tt.source || tt.source == "" && !strings.HasSuffix(e.Source, "sudoku.yaml") {
+				t.Errorf("source %q: %v", e.Source, e)
+			}
+			for _, want := range []string{"removed", "one batch at a time", "docs/jobs.md", "delete"} {
+				if !strings.Contains(e.Error(), want) {
+					t.Errorf("%q does not say %q", e.Error(), want)
+				}
+			}
+		})
+	}
 }
 
 func TestLoadErrorSource(t *testing.T) {
@@ -459,7 +517,7 @@ func TestWorkerDerived(t *testing.T) {
 	if c.WorkerConcurrency() < 1 || c.WorkerHeartbeat() != c.Queue.AckWait/3 {
 		t.Errorf("defaults: concurrency %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerHeartbeat())
 	}
-	c.Worker = WorkerConfig{Concurrency: 3, Fetch: 5, Heartbeat: time.Second}
+	c.Worker = WorkerConfig{Concurrency: 3, Heartbeat: time.Second}
 	if c.WorkerConcurrency() != 3 || c.WorkerHeartbeat() != time.Second {
 		t.Errorf("set: concurrency %d, heartbeat %s", c.WorkerConcurrency(), c.WorkerHeartbeat())
 	}
@@ -469,8 +527,8 @@ func TestWorkerDerived(t *testing.T) {
 // that it does not panic:
 //
 //   - it returns a configuration or an error, never both or neither;
-//   - a file that is not YAML, or whose YAML is not a mapping, gets one
-//     error naming the file and no *Error;
+//   - a file that is not YAML, or whose YAML is not a mapping of
+//     strings, gets one error naming the file and no *Error;
 //   - any other file gets only *Errors (joined), each naming a setting or
 //     a section, or wrapping ErrUnknownKey for a key that is neither,
 //     never showing a secret's value, and coming from the file or from a
@@ -479,12 +537,16 @@ func TestWorkerDerived(t *testing.T) {
 //     from Redacted (with what Redacted hides put back), it loads again to
 //     an equal Config.
 //
-// The seeds are the files of TestLoad's and TestSecrets' tables and the
-// reference file; @DIR@ stands for a folder holding TestSecrets' secret
-// files, as in TestSecrets.
+// The seeds are the files of TestLoad's and TestSecrets' tables, a file
+// per key setting it to its sample (TestEveryKey's), and the reference
+// file; @DIR@ stands for a folder holding TestSecrets' secret files and
+// the samples', as in TestSecrets.
 func FuzzLoadYAML(f *testing.F) {
 	for _, tt := range loadTests {
 		f.Add(tt.yaml)
+	}
+	for _, text := range sampleFiles(f) {
+		f.Add(text)
 	}
 	for _, tt := range secretTests {
 		f.Add(tt.yaml)
@@ -520,10 +582,9 @@ func FuzzLoadYAML(f *testing.F) {
 // checkLoadErr checks Load's error for the file at path holding text.
 func checkLoadErr(t *testing.T, err error, text, path string) {
 	t.Helper()
-	var doc any
-	parseErr := yaml.Unmarshal([]byte(text), &doc)
-	if _, isMap := toMap(doc); parseErr != nil || (doc != nil && !isMap) {
-		// The file as a whole is wrong: no setting to name.
+	if yaml.Unmarshal([]byte(text), &map[string]any{}) != nil {
+		// The file as a whole is wrong (not YAML, or not a mapping with
+		// string keys): no setting to name.
 		if list := errorList(err); len(list) != 0 || !strings.Contains(err.Error(), path) {
 			t.Errorf("for a file that is no YAML mapping, got %d *Errors, want 1 error naming the file: %v", len(list), err)
 		}
@@ -607,11 +668,15 @@ func checkRoundTrip(t *testing.T, c *Config, dir string) {
 }
 
 // load runs Load on a file holding yamlText (none if empty), the
-// environment env and, if args is not nil, parsed's flags parsed from
-// args.
+// process's environment with only the SUDOKU_ variables of env (see
+// cleanEnv) and, if args is not nil, parsed's flags parsed from args.
 func load(t testing.TB, yamlText string, env map[string]string, args []string) (*Config, error) {
 	t.Helper()
-	opts := LoadOptions{Env: mapEnv(env)}
+	cleanEnv(t)
+	for name, val := range env {
+		t.Setenv(name, val)
+	}
+	var opts LoadOptions
 	if yamlText != "" {
 		opts.File = writeFile(t, t.TempDir(), "sudoku.yaml", yamlText)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -88,10 +89,14 @@ var secretTests = []struct {
 }
 
 // secretDir returns a new folder holding the secret files that
-// secretTests name as @DIR@/nats.pw, redis.pw, token and empty.
+// secretTests name as @DIR@/nats.pw, redis.pw, token and empty, and those
+// of the samples of *_file keys (sample).
 func secretDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		writeFile(t, dir, "sample-"+strconv.Itoa(i), sampleSecret(i)+"\n")
+	}
 	writeFile(t, dir, "nats.pw", natsPassword+"\n")
 	writeFile(t, dir, "redis.pw", "  "+redisPassword+"\r\n")
 	writeFile(t, dir, "token", serveToken)

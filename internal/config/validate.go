@@ -13,7 +13,8 @@ import (
 )
 
 // ErrUnknownKey is wrapped by the *Error for a key in the configuration
-// file that is no setting (a typo, or a key of another version).
+// file that is no setting (a typo, or a key of another version), and for
+// a removed key (worker.fetch) set in the file or the environment.
 var ErrUnknownKey = errors.New("unknown key")
 
 // Error is a bad setting. It names the key, the value as given (empty for
@@ -186,7 +187,6 @@ func (c Config) problems() []error {
 	// worker
 	w := c.Worker
 	p.atLeast("worker.concurrency", w.Concurrency, 0)
-	p.atLeast("worker.fetch", w.Fetch, 0)
 	p.nonNegative("worker.shutdown_timeout", w.ShutdownTimeout)
 	p.nonNegative("worker.heartbeat", w.Heartbeat)
 	if w.Heartbeat > 0 && q.AckWait > 0 && w.Heartbeat >= q.AckWait {

@@ -104,8 +104,6 @@ func TestValidate(t *testing.T) {
 			[]wantErr{{key: "queue.publish_max_pending", value: "0"}}},
 		{"negative concurrency", func(c *Config) { c.Worker.Concurrency = -1 },
 			[]wantErr{{key: "worker.concurrency", value: "-1"}}},
-		{"negative fetch", func(c *Config) { c.Worker.Fetch = -2 },
-			[]wantErr{{key: "worker.fetch", value: "-2"}}},
 		{"negative shutdown timeout", func(c *Config) { c.Worker.ShutdownTimeout = -time.Second },
 			[]wantErr{{key: "worker.shutdown_timeout", value: "-1s"}}},
 		{"heartbeat not under ack wait", func(c *Config) { c.Worker.Heartbeat = 30 * time.Second },

@@ -141,6 +141,15 @@ func (o *Options) defaults() {
 	}
 }
 
+// DefaultOptions returns what a zero Options stands for: the default
+// names, replicas and consumer limits (internal/config takes its queue.*
+// defaults from here).
+func DefaultOptions() Options {
+	var o Options
+	o.defaults()
+	return o
+}
+
 // ResultsStream is the results stream's name.
 func (o Options) ResultsStream() string { o.defaults(); return o.Stream + "_RESULTS" }
 
