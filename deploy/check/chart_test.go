@@ -282,8 +282,32 @@ func checkInvariants(t *testing.T, r *Rendered) {
 				t.Errorf("%s: %s comes from a ConfigMap", c.where, e.Name)
 			}
 		}
-		if sc := c.pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-			t.Errorf("%s may run as root", c.where)
+	}
+	// No pod runs as root or may gain privileges.
+	for _, d := range r.Docs {
+		var pod *corev1.PodSpec
+		switch d.Kind() {
+		case "Deployment":
+			pod = &deployment(t, r, d.Name()).Spec.Template.Spec
+		case "StatefulSet":
+			pod = &statefulSet(t, r, d.Name()).Spec.Template.Spec
+		case "Job":
+			var j batchv1.Job
+			decodeAs(t, r, "Job", d.Name(), &j)
+			pod = &j.Spec.Template.Spec
+		default:
+			continue
+		}
+		if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+			t.Errorf("%s %s may run as root", d.Kind(), d.Name())
+		}
+		for _, c := range pod.Containers {
+			if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s %s: container %s may gain privileges", d.Kind(), d.Name(), c.Name)
+			}
+		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s %s mounts a service account token it does not need", d.Kind(), d.Name())
 		}
 	}
 	// The workers: probes on the metrics port, room to drain.

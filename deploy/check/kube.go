@@ -124,8 +124,8 @@ func checkMeta(errs *Errors, d Doc) {
 	}
 }
 
-// Workload is a rendered object with a pod template.
-type Workload struct {
+// workload is a rendered object with a pod template.
+type workload struct {
 	Doc      *Doc
 	Selector *metav1.LabelSelector
 	Template *corev1.PodTemplateSpec
@@ -135,20 +135,20 @@ type Workload struct {
 }
 
 // workloads returns the Deployments, StatefulSets and Jobs of objs.
-func workloads(objs map[*Doc]runtime.Object) []Workload {
-	var out []Workload
+func workloads(objs map[*Doc]runtime.Object) []workload {
+	var out []workload
 	for d, o := range objs {
 		switch o := o.(type) {
 		case *appsv1.Deployment:
-			out = append(out, Workload{d, o.Spec.Selector, &o.Spec.Template, nil})
+			out = append(out, workload{d, o.Spec.Selector, &o.Spec.Template, nil})
 		case *appsv1.StatefulSet:
 			var claims []string
 			for _, c := range o.Spec.VolumeClaimTemplates {
 				claims = append(claims, c.Name)
 			}
-			out = append(out, Workload{d, o.Spec.Selector, &o.Spec.Template, claims})
+			out = append(out, workload{d, o.Spec.Selector, &o.Spec.Template, claims})
 		case *batchv1.Job:
-			out = append(out, Workload{d, o.Spec.Selector, &o.Spec.Template, nil})
+			out = append(out, workload{d, o.Spec.Selector, &o.Spec.Template, nil})
 		}
 	}
 	return out
