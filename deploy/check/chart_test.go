@@ -332,7 +332,7 @@ func checkInvariants(t *testing.T, r *Rendered) {
 		var secs int64
 		fmt.Sscanf(timeout, "%ds", &secs)
 		if g := w.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g < secs+10 {
-			t.Errorf("terminationGracePeriodSeconds %v leaves no room for worker.shutdown_timeout %s", g, timeout)
+			t.Errorf("terminationGracePeriodSeconds %d leaves no room for worker.shutdown_timeout %s", ptrOr(g, 30), timeout)
 		}
 	} else {
 		t.Error("no worker Deployment")
@@ -448,6 +448,14 @@ func TestValidateCatches(t *testing.T) {
 }
 
 // Helpers.
+
+// ptrOr returns *p, or def when p is nil (the API's default).
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
 
 func mustUnmarshal(t *testing.T, s string, v any) {
 	t.Helper()
