@@ -25,7 +25,7 @@ type User struct {
 // password as a bcrypt hash, so the file reveals no password. Give it to
 // nats-server with -c (command-line flags add to it) or include it from
 // the server's own file. nats-server 2.9 and later read it.
-func NATSConf(users []User, n Names) ([]byte, error) {
+func NATSConf(users []User, n Names, shared bool) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# sudoku-queue roles (written by `sudoku roles init`; changes are lost when it runs again).\n")
 	fmt.Fprintf(&b, "# Streams %s, %s, %s, bucket %s, subjects %s.>.\n", n.Stream, n.Results, n.DLQ, n.Bucket, n.Prefix)
@@ -35,7 +35,7 @@ func NATSConf(users []User, n Names) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("roles: hash the NATS password of %s: %w", u.Name, err)
 		}
-		p := NATS(u.Role, n)
+		p := NATS(u.Name, n, shared)
 		fmt.Fprintf(&b, "    # %s: role %s\n", u.Name, u.Role)
 		fmt.Fprintf(&b, "    {\n      user: %s\n      password: %s\n      permissions: {\n", strconv.Quote(u.Name), strconv.Quote(string(hash)))
 		writePerm(&b, "publish", p.Publish, p.DenyPublish)

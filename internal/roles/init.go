@@ -32,6 +32,9 @@ type InitOptions struct {
 	// Users to add to those of the folder; the four roles' own users
 	// (admin, producer, worker, reader) are always there.
 	Users []string
+	// SharedReads lets every producer read every producer's jobs (their
+	// records and results), not only its own; none may change another's.
+	SharedReads bool
 	// Owner, when not negative, is the user id that gets each user's
 	// folder and password files (a container's user); the server files
 	// stay readable by all (they hold hashes only).
@@ -98,7 +101,7 @@ func Init(dir string, n Names, opts InitOptions) ([]User, error) {
 		}
 		users = append(users, u)
 	}
-	conf, err := NATSConf(users, n)
+	conf, err := NATSConf(users, n, opts.SharedReads)
 	if err != nil {
 		return nil, err
 	}

@@ -1,31 +1,38 @@
 // Package roles defines who may do what on the NATS and Redis servers of a
-// deployment: four roles (admin, producer, worker, reader), the NATS
-// publish and subscribe permissions and the Redis ACL rules of each, the
-// server configuration files that grant them (Init writes them with a
-// random password per user), and the errors that say which user was
-// refused what.
+// deployment: five roles (admin, producer, gateway, worker, reader), the
+// NATS publish and subscribe permissions of each user, the Redis ACL
+// rules of each, the server configuration files that grant them (Init
+// writes them with a random password per user), and the errors that say
+// which user was refused what.
 //
 // # Roles
 //
 //   - admin: everything an operator does: create and change the streams
-//     and the jobs bucket, `job rm`, `dlq replay`, flush the cache. It may
-//     not publish on $JS.EVENT.> (only the server does), nor subscribe to
-//     the micro service's request subjects (only workers answer them).
-//   - producer: submit jobs (work batches, job records, manifests, the
-//     results of batches answered from the cache), create and delete a
-//     job's consumer on the work stream, read results and statuses, ask
-//     the micro service; read the cache.
+//     and the jobs bucket, `job rm` of anyone's job, `dlq replay`, flush
+//     the cache. It may not publish on $JS.EVENT.> (only the server does),
+//     nor subscribe to the micro service's request subjects (only workers
+//     answer them).
+//   - producer: submit jobs of its own and follow, cancel and remove
+//     them, and nothing of anyone else's: every subject and key of a job
+//     carries its owner's name (internal/queue), and a producer user's
+//     permissions name its own. Whether it may read other producers' jobs
+//     is InitOptions.SharedReads (default no). Read the cache.
+//   - gateway: a producer that acts for others, the HTTP API (`sudoku
+//     serve`) with a token per principal: it may submit and follow any
+//     owner's jobs, and checks itself that each caller touches only its
+//     own.
 //   - worker: pull and ack work, publish results, dead letters and events,
-//     answer the micro service's endpoints (solve, submit, status, and
-//     $SRV.>), watch the max-deliveries advisories; read the cache and
-//     write its keys.
+//     answer the micro service's endpoints (solve, submit, status, cancel
+//     and $SRV.>), watch the max-deliveries advisories; read the cache
+//     and write its keys. It may not delete stored results.
 //   - reader: read streams, records, results and dead letters, ask the
 //     solve and status endpoints, follow events: dashboards, `get`, `job
 //     status`, a read-only HTTP API; read the cache.
 //
 // A user's role is its name, or the part of its name before the first '-'
-// ("producer-berlin" is a producer), so that each machine can have a
-// credential of its own.
+// ("producer-berlin" is a producer), so that each machine or person can
+// have a credential of its own. A user's name is also the owner of the
+// jobs it submits.
 package roles
 
 import (
@@ -44,12 +51,23 @@ type Role string
 const (
 	Admin    Role = "admin"
 	Producer Role = "producer"
+	Gateway  Role = "gateway"
 	Worker   Role = "worker"
 	Reader   Role = "reader"
 )
 
 // All lists every role, in the order the configuration files give them.
-var All = []Role{Admin, Producer, Worker, Reader}
+var All = []Role{Admin, Producer, Gateway, Worker, Reader}
+
+// ActsForOthers reports whether a user of role r may act on jobs of other
+// owners than itself: read them (admin, gateway, reader) and cancel or
+// remove them (admin, gateway: the gateway on behalf of the principal it
+// checked). The micro service's endpoints and the HTTP API ask it.
+func (r Role) ActsForOthers() bool { return r == Admin || r == Gateway || r == Reader }
+
+// Writes reports whether a user of role r may change jobs it does not
+// own (cancel, remove).
+func (r Role) Writes() bool { return r == Admin || r == Gateway }
 
 // Of returns the role of the user name user: the name itself when it is a
 // role's, else the part before its first '-'. ok is false when neither
@@ -61,7 +79,8 @@ func Of(user string) (r Role, ok bool) {
 }
 
 // CheckUser returns an error unless user is a usable user name: a role's
-// name, or one followed by '-' and letters, digits, '_' or '-'.
+// name, or one followed by '-' and letters, digits, '_' or '-' (a job
+// owner's name, job.CheckOwner).
 func CheckUser(user string) error {
 	if _, ok := Of(user); !ok {
 		return fmt.Errorf("roles: user %q: the name must be a role (admin, producer, worker, reader) or start with one and '-'", user)
@@ -121,10 +140,10 @@ func api(verb, suffix string, streams ...string) []string {
 	return out
 }
 
-// readStreams are the JetStream API subjects that read the streams given:
-// their info, their messages (by sequence, by subject, directly from any
-// replica) and the ephemeral (ordered) consumers that read them in order,
-// with the flow control their push form answers.
+// readStreams are the JetStream API subjects that read the streams given,
+// whole: their info, their messages (by sequence, by subject, directly
+// from any replica) and the ephemeral (ordered) consumers that read them
+// in order, with the flow control their push form answers.
 func readStreams(streams ...string) []string {
 	var s []string
 	s = append(s, api("STREAM.INFO", "", streams...)...)
@@ -132,6 +151,30 @@ func readStreams(streams ...string) []string {
 	s = append(s, api("DIRECT.GET", "", streams...)...)
 	s = append(s, api("DIRECT.GET", ".>", streams...)...)
 	s = append(s, api("CONSUMER.CREATE", ".>", streams...)...)
+	s = append(s, consumerUse(streams...)...)
+	return s
+}
+
+// readSubjects are the JetStream API subjects that read the messages of
+// stream on the subjects filter matches, and no other: a direct get by
+// subject, and ordered consumers whose filter is within filter (the
+// filter is a token of the create request's subject, which nats.go
+// sends whenever a consumer has one filter). Reading by sequence
+// (STREAM.MSG.GET, DIRECT.GET without a subject) names no subject, and
+// is not granted.
+func readSubjects(stream, filter string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream + "." + filter,
+		"$JS.API.CONSUMER.CREATE." + stream + ".*." + filter,
+	}
+}
+
+// consumerUse are the JetStream API subjects that use the consumers of
+// the streams given once created (look up, pull, delete, flow control):
+// an ordered consumer's name is its reader's secret, made at random.
+func consumerUse(streams ...string) []string {
+	var s []string
 	s = append(s, api("CONSUMER.INFO", ".>", streams...)...)
 	s = append(s, api("CONSUMER.DELETE", ".>", streams...)...)
 	s = append(s, api("CONSUMER.MSG.NEXT", ".*", streams...)...)
@@ -142,7 +185,7 @@ func readStreams(streams ...string) []string {
 }
 
 // jobConsumers are the JetStream API subjects that manage the work
-// stream's consumers (one per job): create, look up, list and delete.
+// stream's consumers (one per lane): create, look up, list and delete.
 // They read no message (CONSUMER.MSG.NEXT does).
 func jobConsumers(stream string) []string {
 	return []string{
@@ -155,11 +198,27 @@ func jobConsumers(stream string) []string {
 	}
 }
 
-// NATS returns the NATS permissions of role r in a deployment named n.
-func NATS(r Role, n Names) Permissions {
+// endpoints are the micro service's request subjects a user acting as
+// owner may ask ("*" for any owner): its own submit, status, cancel and
+// remove, and solve.
+func endpoints(p, owner string) []string {
+	return []string{p + ".solve", p + ".submit." + owner, p + ".status." + owner, p + ".cancel." + owner,
+		p + ".remove." + owner, "$SRV.>"}
+}
+
+// NATS returns the NATS permissions of user (its role is roles.Of) in a
+// deployment named n. A producer's are those of its own jobs: the
+// subjects and keys that start with its name (internal/queue); with
+// shared, it may read every producer's jobs too (their records and
+// results), never change them.
+func NATS(user string, n Names, shared bool) Permissions {
+	r, _ := Of(user)
 	kv := "KV_" + n.Bucket
 	p := n.Prefix
 	inbox := []string{"_INBOX.>"}
+	// The JetStream API a process uses to set itself up and read the
+	// streams' state (queue.Setup, the lanes' sizes, where results start).
+	info := api("STREAM.INFO", "", n.Stream, n.Results, n.DLQ, kv)
 	switch r {
 	case Admin:
 		return Permissions{
@@ -168,20 +227,27 @@ func NATS(r Role, n Names) Permissions {
 			Subscribe:   []string{">"},
 			// Only workers answer the service: an admin's "nats sub >"
 			// must not see a request it could answer.
-			DenySubscribe: []string{p + ".solve", p + ".submit", p + ".status", p + ".cancel"},
+			DenySubscribe: []string{p + ".solve", p + ".submit.>", p + ".status.>", p + ".cancel.>", p + ".remove.>"},
 		}
-	case Producer:
+	case Producer, Gateway:
+		owner, reads := user, user
+		if r == Gateway {
+			owner, reads = "*", "*"
+		}
+		if shared {
+			reads = "*"
+		}
 		pub := []string{
-			p + ".jobs.bulk.*",                                        // work batches
-			p + ".results.*.*",                                        // results of batches answered from the cache
-			"$KV." + n.Bucket + ".>",                                  // job records and manifests
-			p + ".submit", p + ".solve", p + ".status", p + ".cancel", // the micro service, as a client
-			"$SRV.>",
-			"$JS.API.STREAM.INFO." + n.Stream, "$JS.API.STREAM.INFO." + n.DLQ,
+			p + ".jobs." + owner + ".>",            // work, in its lanes
+			p + ".results." + owner + ".>",         // results of batches it answers itself
+			"$KV." + n.Bucket + "." + owner + ".>", // its records and manifests
 		}
-		pub = append(pub, jobConsumers(n.Stream)...)
-		pub = append(pub, readStreams(n.Results, kv)...)
-		return Permissions{Publish: pub, Subscribe: append(inbox, p+".events.>")}
+		pub = append(pub, endpoints(p, owner)...)
+		pub = append(pub, info...)
+		pub = append(pub, readSubjects(kv, "$KV."+n.Bucket+"."+reads+".>")...)
+		pub = append(pub, readSubjects(n.Results, p+".results."+reads+".>")...)
+		pub = append(pub, consumerUse(n.Results, kv)...)
+		return Permissions{Publish: pub, Subscribe: append(inbox, p+".events."+reads+".>")}
 	case Worker:
 		pub := []string{
 			"$JS.API.CONSUMER.MSG.NEXT." + n.Stream + ".*", // pull work
@@ -190,31 +256,27 @@ func NATS(r Role, n Names) Permissions {
 			// and deleted.
 			"$JS.API.STREAM.MSG.GET." + n.Stream, "$JS.API.DIRECT.GET." + n.Stream,
 			"$JS.API.STREAM.MSG.DELETE." + n.Stream,
-			// A results subject that holds what does not answer its batch
-			// is cleared.
-			"$JS.API.STREAM.MSG.DELETE." + n.Results,
-			p + ".results.*.*", p + ".dlq.*", p + ".events.*",
-			p + ".jobs.bulk.*",       // the service's submit endpoint
-			"$KV." + n.Bucket + ".>", // its job records
-			"$JS.API.STREAM.INFO." + n.Stream, "$JS.API.STREAM.INFO." + n.DLQ,
+			p + ".results.>", p + ".dlq.*", p + ".events.>",
+			p + ".jobs.>",            // the service's submit endpoint, for any owner
+			"$KV." + n.Bucket + ".>", // job records
 		}
+		pub = append(pub, info...)
 		pub = append(pub, jobConsumers(n.Stream)...)
 		pub = append(pub, readStreams(n.Results, kv)...)
 		return Permissions{
 			Publish: pub,
 			Subscribe: append(inbox,
-				p+".solve", p+".submit", p+".status", p+".cancel", "$SRV.>",
+				p+".solve", p+".submit.*", p+".status.*", p+".cancel.*", p+".remove.*", "$SRV.>",
 				"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+n.Stream+".>"),
 			AllowResponses: true,
 		}
 	case Reader:
-		pub := []string{
-			p + ".solve", p + ".status", "$SRV.>",
-			"$JS.API.STREAM.INFO." + n.Stream,
+		pub := []string{p + ".solve", p + ".status." + user, "$SRV.>",
 			"$JS.API.CONSUMER.INFO." + n.Stream + ".>",
 			"$JS.API.CONSUMER.NAMES." + n.Stream,
 			"$JS.API.CONSUMER.LIST." + n.Stream,
 		}
+		pub = append(pub, info...)
 		pub = append(pub, readStreams(n.Results, kv, n.DLQ)...)
 		return Permissions{Publish: pub, Subscribe: append(inbox, p+".events.>")}
 	}

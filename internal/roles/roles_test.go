@@ -54,14 +54,14 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) != 4 {
-		t.Fatalf("%d users, want the 4 roles'", len(first))
+	if len(first) != len(roles.All) {
+		t.Fatalf("%d users, want the %d roles'", len(first), len(roles.All))
 	}
 	second, err := roles.Init(dir, n, roles.InitOptions{Users: []string{"producer-berlin"}, Owner: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(second) != 5 || second[2].Name != "producer-berlin" || second[2].Role != roles.Producer {
+	if len(second) != len(roles.All)+1 || second[3].Name != "producer-berlin" || second[3].Role != roles.Producer {
 		t.Fatalf("users after adding producer-berlin: %+v", second)
 	}
 	var server string
@@ -155,8 +155,8 @@ func TestComposeNATSConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ServerName != "nats2" || !o.JetStream || o.Cluster.Name != "sudoku" || len(o.Routes) != 3 || len(o.Users) != 4 {
-		t.Errorf("server %q, JetStream %v, cluster %q with %d routes, %d users; want nats2, true, sudoku, 3, 4",
+	if o.ServerName != "nats2" || !o.JetStream || o.Cluster.Name != "sudoku" || len(o.Routes) != 3 || len(o.Users) != len(roles.All) {
+		t.Errorf("server %q, JetStream %v, cluster %q with %d routes, %d users; want nats2, true, sudoku, 3, 5",
 			o.ServerName, o.JetStream, o.Cluster.Name, len(o.Routes), len(o.Users))
 	}
 	for _, u := range o.Users {

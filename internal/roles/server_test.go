@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -38,14 +38,17 @@ type deployment struct {
 
 // Names every test uses: the defaults, as a deployment has them.
 var (
-	opts    = queue.Options{Replicas: 1, Memory: true}
-	names   = roles.NamesOf(opts, "sudoku:")
-	jobID   = "06h3ehrn6pfq43m40lru4u8gf0"
-	perJob  = "sudoku-workers-job-" + jobID // a job's own consumer (one per job)
-	cacheK  = job.Key{1, 2, 3}
-	otherID = "J2"
-	// otherJob is the consumer of job J2, which allowed leaves in place.
-	otherJob = "sudoku-workers-job-" + otherID
+	opts  = queue.Options{Replicas: 1, Memory: true}
+	names = roles.NamesOf(opts, "sudoku:")
+	// jobID is producer-berlin's job, lane its lane.
+	jobID  = "producer-berlin.06h3ehrn6pfq43m40lru4u8gf0"
+	lane   = queue.Lane{Owner: "producer-berlin", Priority: job.PriorityNormal, Slot: queue.SlotSmall}
+	cacheK = job.Key{1, 2, 3}
+	// otherID is producer-bob's job, in otherLane, whose consumer allowed
+	// leaves in place.
+	otherID   = "producer-bob.0j2"
+	otherLane = queue.Lane{Owner: "producer-bob", Priority: job.PriorityHigh, Slot: queue.BigSlot(0)}
+	otherJob  = opts.LaneConsumer(otherLane)
 )
 
 // deploy writes a roles folder and starts a private Redis with its ACL
@@ -54,7 +57,7 @@ var (
 func deploy(t *testing.T, kind string) *deployment {
 	t.Helper()
 	dir := t.TempDir()
-	us, err := roles.Init(dir, names, roles.InitOptions{Users: []string{"producer-berlin"}, Owner: -1})
+	us, err := roles.Init(dir, names, roles.InitOptions{Users: []string{"producer-berlin", "producer-bob"}, Owner: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +174,8 @@ func TestRoles(t *testing.T) {
 // must succeed.
 func allowed(t *testing.T, d *deployment) {
 	ctx := ctx10(t)
-	admin, producer, worker, reader := d.connect(t, "admin"), d.connect(t, "producer-berlin"),
-		d.connect(t, "worker"), d.connect(t, "reader")
+	admin, producer, bob, worker, reader := d.connect(t, "admin"), d.connect(t, "producer-berlin"),
+		d.connect(t, "producer-bob"), d.connect(t, "worker"), d.connect(t, "reader")
 	must := func(who *client, what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -180,7 +183,7 @@ func allowed(t *testing.T, d *deployment) {
 		}
 	}
 
-	// admin: the streams and the bucket. No shared consumer: each job has
+	// admin: the streams and the bucket. No shared consumer: each lane has
 	// its own on the work stream (a work-queue stream takes no consumers
 	// whose filters overlap).
 	aq, err := admin.setup(ctx, true, true)
@@ -200,8 +203,9 @@ func allowed(t *testing.T, d *deployment) {
 	must(worker, "watch the max-deliveries advisories", err)
 	must(worker, "flush", worker.nc.Flush())
 
-	// producer: a job's record and manifest, a work batch, the job's own
-	// consumer, the results of a batch answered from the cache.
+	// producer: its job's record and manifest, a work batch in its lane,
+	// the results of a batch it answered itself; its records listed and
+	// read back, its results read.
 	pq, err := producer.setup(ctx, false, true)
 	must(producer, "set up (use what exists)", err)
 	_, err = pq.Jobs.Create(ctx, jobID, []byte("record"))
@@ -216,15 +220,16 @@ func allowed(t *testing.T, d *deployment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := opts.WorkMsg(&job.Batch{Job: jobID, Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: g}}})
+	work := opts.WorkMsg(&job.Batch{Job: jobID, Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: g}}}, lane)
 	_, err = producer.js.PublishMsg(ctx, work)
 	must(producer, "publish a work batch", err)
-	_, err = producer.js.CreateConsumer(ctx, names.Stream, jetstream.ConsumerConfig{
-		Durable: perJob, FilterSubject: opts.WorkSubject(jobID), AckPolicy: jetstream.AckExplicitPolicy})
-	must(producer, "create the job's consumer", err)
-	_, err = producer.js.CreateConsumer(ctx, names.Stream, jetstream.ConsumerConfig{
-		Durable: otherJob, FilterSubject: opts.WorkSubject(otherID), AckPolicy: jetstream.AckExplicitPolicy})
-	must(producer, "create another job's consumer", err)
+	_, err = pq.Jobs.Get(ctx, jobID)
+	must(producer, "read its job record", err)
+	recs, err := job.NewStore(producer.js, pq.Jobs).List(ctx, "producer-berlin", 10, nil)
+	must(producer, "list its jobs", err)
+	_ = recs
+	_, err = bob.setup(ctx, false, true)
+	must(bob, "set up (use what exists)", err)
 	cached := nats.NewMsg(opts.ResultSubject(jobID, 0))
 	cached.Data = []byte("results 0")
 	_, err = producer.js.PublishMsg(ctx, cached, queue.ExpectResults())
@@ -233,12 +238,21 @@ func allowed(t *testing.T, d *deployment) {
 	must(producer, "ask the solve endpoint", err)
 	_, err = pq.Results.GetLastMsgForSubject(ctx, opts.ResultSubject(jobID, 0))
 	must(producer, "read its results", err)
+	poc, err := pq.Results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{opts.ResultsFilter(jobID)}})
+	must(producer, "read its job's results in order", err)
+	pb, err := poc.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	must(producer, "fetch its results", err)
+	for range pb.Messages() {
+	}
+	must(producer, "fetch its results", pb.Error())
 
-	// worker: pull the batch from the job's consumer, publish its results
-	// and a dead letter, ack; an event; the cache; the job's consumer
-	// deleted when the job ends.
-	wc, err := worker.js.Consumer(ctx, names.Stream, perJob)
-	must(worker, "look up the job's consumer", err)
+	// worker: its lanes' consumers; pull the batch from the lane, publish
+	// its results and a dead letter, ack; an event; the cache; the lane's
+	// consumer deleted when it has no job left.
+	_, err = worker.js.CreateConsumer(ctx, names.Stream, opts.LaneConsumerConfig(otherLane))
+	must(worker, "create a lane's consumer", err)
+	wc, err := wq.LaneWork(ctx, lane)
+	must(worker, "create and look up the lane's consumer", err)
 	batch, err := wc.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	must(worker, "pull work", err)
 	var got jetstream.Msg
@@ -261,7 +275,7 @@ func allowed(t *testing.T, d *deployment) {
 	must(worker, "write the cache (MSET)", worker.rdb.MSet(ctx, rc.Key(job.Key{4}), "value").Err())
 	_, err = wq.Results.GetLastMsgForSubject(ctx, opts.ResultSubject(jobID, 1))
 	must(worker, "read results", err)
-	must(worker, "delete the job's consumer", worker.js.DeleteConsumer(ctx, names.Stream, perJob))
+	must(worker, "delete the lane's consumer", worker.js.DeleteConsumer(ctx, names.Stream, opts.LaneConsumer(lane)))
 
 	// reader: records, results, dead letters, the cache, the service.
 	rq, err := reader.setup(ctx, false, true)
@@ -308,11 +322,11 @@ func allowed(t *testing.T, d *deployment) {
 	must(admin, "replay a dead letter", err)
 	ws, err := admin.js.Stream(ctx, names.Stream)
 	must(admin, "look up the work stream", err)
-	must(admin, "job rm: its work", ws.Purge(ctx, jetstream.WithPurgeSubject(opts.WorkSubject(jobID))))
+	must(admin, "job rm: its work", ws.Purge(ctx, jetstream.WithPurgeSubject(opts.WorkSubject(jobID, lane))))
 	must(admin, "job rm: its results", aq.Results.Purge(ctx, jetstream.WithPurgeSubject(opts.ResultsFilter(jobID))))
 	must(admin, "job rm: its record", aq.Jobs.Purge(ctx, jobID))
 	must(admin, "flush the cache", admin.rdb.FlushAll(ctx).Err())
-	for _, c := range []*client{admin, producer, worker, reader} {
+	for _, c := range []*client{admin, producer, bob, worker, reader} {
 		if n := c.ref.Count(); n != 0 {
 			t.Errorf("%s: %d refusals, the last: %v", c.user, n, c.ref.Explain(errors.New("allowed operations")))
 		}
@@ -394,20 +408,7 @@ var refusals = func() []refusal {
 			refusal{user, "answer " + names.Prefix + ".solve (finding 9)", names.Prefix + ".solve", sub(names.Prefix + ".solve")},
 			refusal{user, "answer the micro service's $SRV requests", "$SRV.>", sub("$SRV.>")},
 			refusal{user, "pull work", "$JS.API.CONSUMER.MSG.NEXT." + names.Stream + "." + otherJob,
-				func(ctx context.Context, c *client) error {
-					cons, err := c.js.Consumer(ctx, names.Stream, otherJob)
-					if err != nil {
-						return err
-					}
-					b, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-					if err != nil {
-						return err
-					}
-					for range b.Messages() {
-						return errors.New("a message was delivered")
-					}
-					return cmpErr(b.Error(), errors.New("no message"))
-				}},
+				pub("$JS.API.CONSUMER.MSG.NEXT." + names.Stream + "." + otherJob)},
 			refusal{user, "ack work", "$JS.ACK." + names.Stream + "." + otherJob + ".1.1.1.0.0",
 				pub("$JS.ACK." + names.Stream + "." + otherJob + ".1.1.1.0.0")},
 			refusal{user, "publish a dead letter", names.Prefix + ".dlq.forged", pub(names.Prefix + ".dlq.forged")},
@@ -416,11 +417,90 @@ var refusals = func() []refusal {
 			}},
 		)
 	}
+	// One producer on another's job (issue 28): producer-berlin on
+	// producer-bob's. Every subject and key of a job names its owner, and
+	// a producer's permissions name its own.
+	bobRecord := "$KV." + names.Bucket + "." + otherID
+	bobWork := opts.WorkSubject(otherID, otherLane)
+	bobResults := opts.ResultSubject(otherID, 0)
+	for _, user := range []string{"producer-berlin", "reader"} {
+		r = append(r,
+			refusal{user, "cancel another's job (kv put its record)", bobRecord, func(ctx context.Context, c *client) error {
+				kv, err := c.js.KeyValue(ctx, names.Bucket)
+				if err != nil {
+					return err
+				}
+				_, err = kv.Put(ctx, otherID, []byte(`{"state":"cancelled"}`))
+				return err
+			}},
+			refusal{user, "delete another's record (kv del)", bobRecord, func(ctx context.Context, c *client) error {
+				kv, err := c.js.KeyValue(ctx, names.Bucket)
+				if err != nil {
+					return err
+				}
+				return kv.Delete(ctx, otherID)
+			}},
+			refusal{user, "put junk under another's job (a manifest)", bobRecord + ".m.0", pub(bobRecord + ".m.0")},
+			refusal{user, "publish work into another's lane", bobWork, pub(bobWork)},
+			refusal{user, "publish results of another's job (finding 6)", bobResults, pub(bobResults)},
+			refusal{user, "submit as another", names.Prefix + ".submit.producer-bob", pub(names.Prefix + ".submit.producer-bob")},
+			refusal{user, "cancel another's job (micro)", names.Prefix + ".cancel.producer-bob", pub(names.Prefix + ".cancel.producer-bob")},
+			refusal{user, "remove another's lane's consumer", "$JS.API.CONSUMER.DELETE." + names.Stream + "." + otherJob,
+				func(ctx context.Context, c *client) error { return c.js.DeleteConsumer(ctx, names.Stream, otherJob) }},
+			refusal{user, "read another's lane (a consumer of its own)", "$JS.API.CONSUMER.CREATE." + names.Stream + ".rogue." + bobWork,
+				func(ctx context.Context, c *client) error {
+					_, err := c.js.CreateConsumer(ctx, names.Stream, jetstream.ConsumerConfig{Durable: "rogue", FilterSubject: bobWork})
+					return err
+				}},
+		)
+	}
 	r = append(r,
-		refusal{"reader", "publish results (finding 6)", names.Prefix + ".results." + otherID + ".0", pub(names.Prefix + ".results." + otherID + ".0")},
-		refusal{"reader", "publish work", names.Prefix + ".jobs.bulk." + otherID, pub(names.Prefix + ".jobs.bulk." + otherID)},
-		refusal{"reader", "write a job record", "$KV." + names.Bucket + "." + otherID, pub("$KV." + names.Bucket + "." + otherID)},
-		refusal{"reader", "submit a job", names.Prefix + ".submit", pub(names.Prefix + ".submit")},
+		refusal{"producer-berlin", "read another's record", "$JS.API.DIRECT.GET.KV_" + names.Bucket + "." + bobRecord,
+			func(ctx context.Context, c *client) error {
+				kv, err := c.js.KeyValue(ctx, names.Bucket)
+				if err != nil {
+					return err
+				}
+				_, err = kv.Get(ctx, otherID)
+				return err
+			}},
+		refusal{"producer-berlin", "read another's results", "$JS.API.DIRECT.GET." + names.Results + "." + bobResults,
+			func(ctx context.Context, c *client) error {
+				s, err := c.js.Stream(ctx, names.Results)
+				if err != nil {
+					return err
+				}
+				_, err = s.GetLastMsgForSubject(ctx, bobResults)
+				return err
+			}},
+		refusal{"producer-berlin", "read any result by its sequence", "$JS.API.DIRECT.GET." + names.Results,
+			func(ctx context.Context, c *client) error {
+				s, err := c.js.Stream(ctx, names.Results)
+				if err != nil {
+					return err
+				}
+				_, err = s.GetMsg(ctx, 1)
+				return err
+			}},
+		refusal{"producer-berlin", "follow another's results in order",
+			"$JS.API.CONSUMER.CREATE." + names.Results + ".*." + opts.ResultsFilter(otherID),
+			func(ctx context.Context, c *client) error {
+				s, err := c.js.Stream(ctx, names.Results)
+				if err != nil {
+					return err
+				}
+				_, err = s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{opts.ResultsFilter(otherID)}})
+				return err
+			}},
+		refusal{"worker", "replace stored results (delete one)", "$JS.API.STREAM.MSG.DELETE." + names.Results,
+			func(ctx context.Context, c *client) error {
+				s, err := c.js.Stream(ctx, names.Results)
+				if err != nil {
+					return err
+				}
+				return s.DeleteMsg(ctx, 1)
+			}},
+		refusal{"reader", "submit a job", names.Prefix + ".submit.reader", pub(names.Prefix + ".submit.reader")},
 		refusal{"reader", "create a consumer on the work stream", "$JS.API.CONSUMER.CREATE." + names.Stream + ".rogue",
 			func(ctx context.Context, c *client) error {
 				_, err := c.js.CreateConsumer(ctx, names.Stream, jetstream.ConsumerConfig{Durable: "rogue"})
@@ -455,7 +535,7 @@ func forbidden(t *testing.T, d *deployment) {
 		t.Fatal(err)
 	}
 	// What the refused operations would change.
-	work := nats.NewMsg(opts.WorkSubject(otherID))
+	work := nats.NewMsg(opts.WorkSubject(otherID, otherLane))
 	work.Data = []byte("batch")
 	if _, err := admin.js.PublishMsg(ctx, work); err != nil {
 		t.Fatal(err)
@@ -524,7 +604,13 @@ func forbidden(t *testing.T, d *deployment) {
 				}
 				return
 			}
-			if !strings.Contains(pe.What, fmt.Sprintf("%q", r.subject)) || pe.Server != "NATS" {
+			// A "*" in r.subject stands for a token made at random (an
+			// ordered consumer's name).
+			quoted := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("%q", r.subject)))
+			if strings.Contains(r.subject, "*") {
+				quoted = regexp.MustCompile(strings.ReplaceAll(regexp.QuoteMeta(fmt.Sprintf("%q", r.subject)), `\*`, `[^.]+`))
+			}
+			if !quoted.MatchString(pe.What) || pe.Server != "NATS" {
 				t.Errorf("%s refused %s, want %q refused by NATS", pe.Server, pe.What, r.subject)
 			}
 		})
