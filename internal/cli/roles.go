@@ -17,16 +17,24 @@ func newRolesCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "roles",
 		Short: "Users and permissions of the NATS and Redis servers, one role each",
-		Long: `Each process connects to NATS and Redis as a user with one of four roles:
+		Long: `Each process connects to NATS and Redis as a user with one of five roles:
 
-  admin     stream and bucket set-up, 'job rm', 'dlq replay', everything else
-  producer  submit jobs, read their results and statuses, read the cache
+  admin     stream and bucket set-up, 'job rm' of any job, 'dlq replay',
+            everything else
+  producer  submit jobs of its own; follow, cancel and remove them; read
+            the cache. Nothing of another producer's jobs (see --shared-reads)
+  gateway   a producer acting for others: 'sudoku serve' with a token per
+            principal, which checks that each caller touches its own jobs
   worker    pull work, publish results and dead letters, answer the micro
-            service (solve, submit, status), read and write the cache's keys
-  reader    read: dashboards, 'get', 'job status', a read-only HTTP API
+            service (solve, submit, status, cancel), read and write the
+            cache's keys; never delete stored results
+  reader    read every job: dashboards, 'get', 'job status', a read-only
+            HTTP API
 
 A user's role is its name or the part before its first '-' (producer-berlin
-is a producer), so each machine can have its own credential.`,
+is a producer), so each person, program or machine can have its own
+credential. A user owns the jobs it submits: their subjects and keys carry
+its name, and the servers let no other producer touch them.`,
 	}
 	c.AddCommand(newRolesInitCmd())
 	return c
@@ -34,8 +42,9 @@ is a producer), so each machine can have its own credential.`,
 
 func newRolesInitCmd() *cobra.Command {
 	var (
-		users []string
-		owner int
+		users  []string
+		owner  int
+		shared bool
 	)
 	c := &cobra.Command{
 		Use:   "init DIR",
@@ -51,7 +60,7 @@ subject prefix, Redis key prefix):
   nats-users.conf   nats-server -c DIR/server/nats-users.conf (or include it)
   redis-users.acl   redis-server --aclfile DIR/server/redis-users.acl
 
-The users are admin, producer, worker and reader, those DIR has already,
+The users are admin, producer, gateway, worker and reader, those DIR has already,
 and each --user. After adding a user, reload the servers: nats-server
 --signal reload (or SIGHUP), and redis-cli ACL LOAD as admin.`,
 		Example: `  sudoku roles init secrets
@@ -63,7 +72,7 @@ and each --user. After adding a user, reload the servers: nats-server
 				return err
 			}
 			n := roles.NamesOf(app.QueueOptions(cfg.Queue, cfg.Job.ResultTTL), cfg.Redis.KeyPrefix)
-			us, err := roles.Init(args[0], n, roles.InitOptions{Users: users, Owner: owner})
+			us, err := roles.Init(args[0], n, roles.InitOptions{Users: users, Owner: owner, SharedReads: shared})
 			if err != nil {
 				return err
 			}
@@ -77,6 +86,7 @@ and each --user. After adding a user, reload the servers: nats-server
 		},
 	}
 	c.Flags().StringArrayVar(&users, "user", nil, "add a `USER` (a role's name, or one followed by '-' and a name of your own)")
+	c.Flags().BoolVar(&shared, "shared-reads", false, "let every producer read every producer's jobs (never change them)")
 	c.Flags().IntVar(&owner, "owner", -1, "give each user's folder and passwords to this `UID` (a container's user)")
 	return c
 }
