@@ -192,3 +192,41 @@ func Remove(ctx context.Context, q *queue.Queue, id string) error {
 	}
 	return job.NewStore(q.JS, q.Jobs).Delete(ctx, id)
 }
+
+// RemoveOwn removes job id as its owner may, without the right to purge
+// the streams: it is cancelled first if it is running; once the workers
+// have dropped its work left in its lane (they drop a cancelled job's
+// batches as they come to them), its manifests and record are deleted,
+// so that the job is gone for every reader. Its results, which nothing
+// names any more, leave the results stream when its max age passes.
+// Errors: job.ErrNotFound for an unknown job.
+func RemoveOwn(ctx context.Context, q *queue.Queue, id string) error {
+	if _, err := Cancel(ctx, q, id); err != nil {
+		return err
+	}
+	store := job.NewStore(q.JS, q.Jobs)
+	rec, _, err := store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	lane := queue.LaneOf(&rec)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		n, err := q.WorkLeft(ctx, id, lane)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("job %s: %d of its batches still in its lane: %w", id, n, ctx.Err())
+		}
+	}
+	manifests := rec.Batches
+	if len(rec.Manifest) > 0 {
+		manifests = 0 // a small job's, in its record
+	}
+	return store.DeleteKeys(ctx, id, manifests)
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -55,6 +56,16 @@ type Options struct {
 	JSONResults bool
 	// Priority is the job's share of its owner's turns (default normal).
 	Priority job.Priority
+	// Quota bounds what the owner may have queued (zero: no bound):
+	// Start refuses a submission over it before anything is stored, with
+	// a *job.QuotaError naming the quota; a large job found over
+	// LinesPending while it is published fails the same way.
+	Quota job.Quota
+	// Usage returns the owner's open jobs and their lines without a
+	// result yet, for the quota (nil: the producer reads the owner's
+	// records itself, one watch). A door that watches the records
+	// anyway (a worker's micro service, the HTTP API) gives its own.
+	Usage UsageFunc
 	// Owner owns the jobs submitted (default job.DefaultOwner): the
 	// submitting NATS user, the HTTP caller's principal, or a tenant's
 	// name (job.CheckOwner). Workers take turns between owners, then
@@ -68,6 +79,10 @@ type Options struct {
 	// Logger receives the producer's warnings (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// UsageFunc returns owner's open jobs (publishing or published) and their
+// lines without a result yet.
+type UsageFunc func(ctx context.Context, owner string) (jobs int, lines int64, err error)
 
 // Producer submits jobs. It is safe for concurrent use.
 type Producer struct {
@@ -244,6 +259,9 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
+	if s.pending, err = p.admit(ctx, int64(len(src.items))); err != nil {
+		return nil, err
+	}
 	st := &Started{ID: s.sub.ID, done: make(chan struct{})}
 	if src.all {
 		s.small = true
@@ -277,6 +295,41 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 		st.sub, st.err = s.sub, err
 	}()
 	return st, nil
+}
+
+// admit checks Options.Quota before a job of the owner, with lines read
+// so far, is created: its open jobs and their lines without a result,
+// this one's with them. It returns the lines of the owner's other open
+// jobs, for the check of the lines still to be read.
+func (p *Producer) admit(ctx context.Context, lines int64) (pending int64, err error) {
+	q := p.opts.Quota
+	if q.JobsOpen <= 0 && q.LinesPending <= 0 {
+		return 0, nil
+	}
+	usage := p.opts.Usage
+	if usage == nil {
+		usage = p.usage
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	jobs, pending, err := usage(ctx, p.opts.Owner)
+	if err != nil {
+		return 0, fmt.Errorf("the owner's open jobs, for its quotas: %w", err)
+	}
+	return pending, q.Admit(p.opts.Owner, jobs+1, pending+lines)
+}
+
+// usage is the UsageFunc of a producer without one: it reads the owner's
+// records.
+func (p *Producer) usage(ctx context.Context, owner string) (jobs int, lines int64, err error) {
+	recs, err := p.jobs.List(ctx, owner, math.MaxInt, nil)
+	for _, r := range recs {
+		if r.State.Active() && !r.Stale(time.Now()) {
+			jobs++
+			lines += max(0, r.Lines-r.LinesDone())
+		}
+	}
+	return jobs, lines, err
 }
 
 // ErrBadOwner is matched by the error of a submission whose owner is not
@@ -328,6 +381,9 @@ type submission struct {
 	// created once every batch is published, complete.
 	lane  queue.Lane
 	small bool
+	// pending are the owner's lines without a result in its other open
+	// jobs, as Start found them (for Options.Quota's LinesPending).
+	pending int64
 
 	mu  sync.Mutex // the record's fields below: heartbeat runs apart
 	sub Submitted
@@ -435,13 +491,13 @@ func (s *submission) finishSmall(ctx context.Context) error {
 	now := time.Now()
 	r := &s.rec
 	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
-	r.Queued, r.Batches, r.State = s.sub.Queued, s.sub.Batches, job.Published
+	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
 	m := job.Manifest{Chunk: 0, Digests: s.digests}
 	r.Manifest = m.Encode()
 	for _, a := range s.answered {
 		r.AddResults(a.index, a.counts, now)
 	}
-	r.FinishIfDone(now)
+	r.Publish(now)
 	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	if _, err := s.p.jobs.Create(cctx, r); err != nil {
@@ -527,6 +583,13 @@ func (s *submission) add(ctx context.Context, in input.Item, raw []byte) error {
 	s.item++
 	s.inBytes += int64(max(len(in.Text), len(raw)) + 1)
 	s.stored += int64(size)
+	q := s.p.opts.Quota
+	if q.RequestBytes > 0 && s.stored > q.RequestBytes {
+		return &job.QuotaError{Owner: s.lane.Owner, Quota: job.QuotaRequestBytes, Limit: q.RequestBytes, Have: s.stored}
+	}
+	if q.LinesPending > 0 && s.pending+s.sub.Lines > q.LinesPending {
+		return &job.QuotaError{Owner: s.lane.Owner, Quota: job.QuotaLinesPending, Limit: q.LinesPending, Have: s.pending + s.sub.Lines}
+	}
 	if g := int64(s.p.opts.MaxGrowth); g > 0 && s.stored > g*s.inBytes+GrowthSlack {
 		return fmt.Errorf("%w: %d lines of %d bytes in all would store about %d bytes, more than %d times that: "+
 			"lines too short to be puzzles?", ErrTooMuchGrowth, s.sub.Lines, s.inBytes, s.stored, g)
@@ -686,8 +749,7 @@ func (s *submission) updateLocked(ctx context.Context) error {
 			r.AddResults(a.index, a.counts, now)
 		}
 		if s.published {
-			r.State = job.Published
-			r.FinishIfDone(now)
+			r.Publish(now)
 		}
 		return nil
 	}
@@ -717,12 +779,11 @@ func (s *submission) fail(cause error) {
 	}
 	sub := s.sub // the submitting goroutine has stopped
 	_, err := s.p.jobs.ApplyConfirmed(ctx, sub.ID, func(r *job.Record) error {
-		if !r.State.Active() {
+		if !r.Fail(cause.Error(), time.Now()) {
 			return job.ErrUnchanged
 		}
 		r.Lines, r.Invalid, r.Cached, r.Repeated = sub.Lines, sub.Invalid, sub.Cached, sub.Repeated
 		r.Queued, r.Batches = sub.Queued, sub.Batches
-		r.State, r.Error, r.Finished = job.Failed, cause.Error(), time.Now().UTC()
 		return nil
 	}, func(r *job.Record) bool { return !r.State.Active() })
 	if err != nil {

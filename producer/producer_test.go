@@ -1005,6 +1005,9 @@ func TestReadersStartAtResultsFrom(t *testing.T) {
 		if err != nil || info.State.Msgs != 3 {
 			t.Fatalf("results stream: %+v, %v", info.State, err)
 		}
+		// The stream's sequence, as the queue asked for it at most 500 ms
+		// ago (queue.Queue.ResultsFrom): asked again now.
+		time.Sleep(600 * time.Millisecond)
 		sub := e.submit(text, Options{BatchSize: 4, Force: true})
 		rec, _, err := job.NewStore(e.q.JS, e.q.Jobs).Get(ctx, sub.ID)
 		if err != nil || rec.ResultsFrom != info.State.LastSeq+1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,15 +125,16 @@ const strayOwner = "~stray"
 
 // schedule is a worker's view of the active jobs and their turns.
 type schedule struct {
-	q   *queue.Queue
-	log *slog.Logger
+	q     *queue.Queue
+	quota job.Quota
+	log   *slog.Logger
 
-	mu      sync.Mutex
-	jobs    map[string]*jobTurn
-	owners  map[string]*ownerTurn
-	ended   map[string]job.State // jobs seen ending or removed (bounded)
-	left    map[string]leftLane  // lanes without a job since, by key
-	vtime   float64              // the pass of the last owner's turn taken
+	mu     sync.Mutex
+	jobs   map[string]*jobTurn
+	owners map[string]*ownerTurn
+	ended  map[string]job.State // jobs seen ending or removed (bounded)
+	left   map[string]leftLane  // lanes without a job since, by key
+	vtime  float64              // the pass of the last owner's turn taken
 	// wakeAny and wakeFirst each hold a token when a lane may have work:
 	// one for a handler, one for the first-batch lane's (signal). A
 	// handler that takes a batch passes a token on, so that as many wake
@@ -142,14 +144,14 @@ type schedule struct {
 	// for work.
 	waiting atomic.Int32
 	// cons keeps the lanes' consumers, by lane key, while they exist.
-	cons map[string]jetstream.Consumer
-	ready   chan struct{}        // closed once the first records are read
-	news    chan struct{}        // closed and replaced when an active job's record changes
-	once    sync.Once
+	cons  map[string]jetstream.Consumer
+	ready chan struct{} // closed once the first records are read
+	news  chan struct{} // closed and replaced when an active job's record changes
+	once  sync.Once
 }
 
-func newSchedule(q *queue.Queue, log *slog.Logger) *schedule {
-	return &schedule{q: q, log: log, jobs: map[string]*jobTurn{}, owners: map[string]*ownerTurn{},
+func newSchedule(q *queue.Queue, quota job.Quota, log *slog.Logger) *schedule {
+	return &schedule{q: q, quota: quota, log: log, jobs: map[string]*jobTurn{}, owners: map[string]*ownerTurn{},
 		ended: map[string]job.State{}, left: map[string]leftLane{}, cons: map[string]jetstream.Consumer{},
 		wakeAny: make(chan struct{}, 1), wakeFirst: make(chan struct{}, 1), ready: make(chan struct{}),
 		news: make(chan struct{})}
@@ -618,6 +620,7 @@ func (s *schedule) sweep(ctx context.Context) {
 			return ok
 		})
 		s.failStale(actx, store)
+		s.enforceQuota(actx, store)
 		s.recount(actx, store)
 		s.dropLeftLanes(actx)
 		for subject := range stray {
@@ -677,6 +680,74 @@ func (s *schedule) failStale(ctx context.Context, store *job.Store) {
 		if err != nil {
 			s.log.Debug("worker: cannot mark a stale job failed", "job", id, "err", err)
 		}
+	}
+}
+
+// usage returns owner's open jobs and their lines without a result yet.
+func (s *schedule) usage(owner string) (jobs int, lines int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owners[owner]
+	if o == nil {
+		return 0, 0
+	}
+	for _, l := range o.lanes {
+		for _, j := range l.jobs {
+			jobs++
+			lines += max(0, j.rec.Lines-j.rec.LinesDone())
+		}
+	}
+	return jobs, lines
+}
+
+// enforceQuota fails the newest open jobs of each owner over the quota
+// (open jobs, or lines without a result), until it is within: jobs
+// submitted past the doors' own checks (by hand, or by many producers at
+// once), which would otherwise take the workers from other owners'. The
+// failed job's error names the quota. Every worker may try; the record's
+// compare-and-set lets one do it.
+func (s *schedule) enforceQuota(ctx context.Context, store *job.Store) {
+	if s.quota.JobsOpen <= 0 && s.quota.LinesPending <= 0 {
+		return
+	}
+	type over struct {
+		id  string
+		err error
+	}
+	var fail []over
+	s.mu.Lock()
+	for name, o := range s.owners {
+		var open []*jobTurn
+		var lines int64
+		for _, l := range o.lanes {
+			for _, j := range l.jobs {
+				open = append(open, j)
+				lines += max(0, j.rec.Lines-j.rec.LinesDone())
+			}
+		}
+		slices.SortFunc(open, func(a, b *jobTurn) int { return job.CompareIDs(b.rec.ID, a.rec.ID) }) // newest first
+		for i, j := range open {
+			err := s.quota.Admit(name, len(open)-i, lines)
+			if err == nil {
+				break
+			}
+			fail = append(fail, over{j.rec.ID, err})
+			lines -= max(0, j.rec.Lines-j.rec.LinesDone())
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range fail {
+		_, err := store.ApplyConfirmed(ctx, f.id, func(r *job.Record) error {
+			if !r.Fail(f.err.Error(), time.Now()) {
+				return job.ErrUnchanged
+			}
+			return nil
+		}, func(r *job.Record) bool { return !r.State.Active() })
+		if err != nil {
+			s.log.Debug("worker: cannot fail a job over its owner's quota", "job", f.id, "err", err)
+			continue
+		}
+		s.log.Warn("worker: a job over its owner's quota failed", "job", f.id, "err", f.err)
 	}
 }
 

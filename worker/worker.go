@@ -100,6 +100,10 @@ type Options struct {
 	// Endpoints are more endpoints for the micro service (see
 	// internal/service), added after solve.
 	Endpoints []Endpoint
+	// Quota bounds what one owner may have queued: the worker fails the
+	// newest of an owner's open jobs while the owner is over it (zero:
+	// no bound).
+	Quota job.Quota
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Observer receives per-batch statistics (optional).
@@ -166,7 +170,7 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
 	return &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
-		sched: newSchedule(q, opts.Logger),
+		sched: newSchedule(q, opts.Quota, opts.Logger),
 		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
 		help: make(chan *share), solves: make(chan *solveRequest, 64), ready: make(chan struct{})}
 }
@@ -179,6 +183,14 @@ func (w *Worker) Ready() <-chan struct{} { return w.ready }
 // priority, as the worker's watch of the job records last saw them: the
 // backlog an autoscaler reads.
 func (w *Worker) Pending() map[job.Priority]int64 { return w.sched.pending() }
+
+// Usage returns owner's open jobs and their lines without a result yet,
+// as the worker's watch of the job records last saw them (a
+// producer.UsageFunc for the micro service's submit endpoint).
+func (w *Worker) Usage(_ context.Context, owner string) (jobs int, lines int64, err error) {
+	jobs, lines = w.sched.usage(owner)
+	return jobs, lines, nil
+}
 
 // InFlight returns the number of messages being handled now.
 func (w *Worker) InFlight() int64 { return w.inFlight.Load() }

@@ -163,6 +163,11 @@ type Conn struct {
 
 // OpenOptions say what a command uses and what Open may fall back to.
 type OpenOptions struct {
+	// OnRefusal, if set, is called with each permission violation NATS
+	// reports on the connection (roles.Refusals.OnNote): a one-shot
+	// command cancels its work with it, so that a refusal is final at
+	// once instead of a timeout later.
+	OnRefusal func(*roles.PermissionError)
 	// Embedded starts an in-process NATS server instead of connecting to
 	// nats.url (as nats.embedded does).
 	Embedded bool
@@ -266,6 +271,7 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 // queue up.
 func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) error {
 	c.Refusals = roles.NewRefusals(cfg.NATS.User)
+	c.Refusals.OnNote(oo.OnRefusal)
 	nopts, err := natsOptions(cfg.NATS, log, c.Refusals)
 	if err != nil {
 		return err

@@ -82,6 +82,11 @@ func markRunErrors(c *cobra.Command) {
 			if err == nil || errors.As(err, &ee) {
 				return err
 			}
+			var pe *roles.PermissionError
+			if ctx := cmd.Context(); ctx != nil && errors.As(context.Cause(ctx), &pe) {
+				// Stopped at once by a refusal (openConn).
+				return &exitError{code: ExitFailure, err: roles.ExplainSince(start, pe)}
+			}
 			if ctx := cmd.Context(); ctx != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return &exitError{code: ExitInterrupted, err: errors.New("interrupted")}
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -33,11 +34,14 @@ them; these commands need NATS only.`,
 		Short: "Print a job's progress and counts by status",
 		Args:  cobra.MatchAll(cobra.ExactArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			cfg, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
+			if err := producer.MayTouch(cfg.Owner(), args[0], false); err != nil {
+				return err
+			}
 			s, err := producer.JobStatus(cmd.Context(), conn.Queue, args[0])
 			if err != nil {
 				return jobError(args[0], err)
@@ -73,18 +77,32 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 	of.add(wait)
 	config.AddKeyFlags(wait.Flags(), keyWaitTimeout)
 	cmd.AddCommand(asClient(wait))
-	var limit int
+	var (
+		limit int
+		all   bool
+	)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the newest jobs",
-		Args:  cobra.NoArgs,
+		Long: `List the newest jobs. A producer user lists its own (job.owner, or
+nats.user), or with --all every owner's if roles init --shared-reads let
+it; admins, readers and gateways, and every process without roles, list
+every owner's.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			sts, err := producer.Jobs(cmd.Context(), conn.Queue, "", limit, log)
+			// A producer's own jobs: the servers let it read no other's.
+			// Every owner's for a role that reads them all, and without
+			// roles.
+			owner := ""
+			if r, ok := roles.Of(cfg.NATS.User); ok && !r.ActsForOthers() && !all {
+				owner = cfg.Owner()
+			}
+			sts, err := producer.Jobs(cmd.Context(), conn.Queue, owner, limit, log)
 			if err != nil {
 				return err
 			}
@@ -98,6 +116,7 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 		},
 	}
 	list.Flags().IntVar(&limit, "limit", 20, "list at most `N` jobs")
+	list.Flags().BoolVar(&all, "all", false, "a producer: list every owner's jobs, not only its own")
 	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "cancel ID...",
@@ -108,13 +127,17 @@ leave the queue at once, and the batches workers hold are finished or
 dropped. The results stored before stay readable with 'sudoku job wait',
 which then exits with status 3. A job that has ended is left as it is.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			cfg, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
 			var errs []error
 			for _, id := range args {
+				if err := producer.MayTouch(cfg.Owner(), id, true); err != nil {
+					errs = append(errs, err)
+					continue
+				}
 				st, err := producer.Cancel(cmd.Context(), conn.Queue, id)
 				if err != nil {
 					errs = append(errs, jobError(id, err))
@@ -132,20 +155,39 @@ which then exits with status 3. A job that has ended is left as it is.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "rm ID...",
 		Short: "Remove jobs (cancelling those running): their pending work, results and records",
-		Args:  cobra.MatchAll(cobra.MinimumNArgs(1), jobIDs),
+		Long: `Remove each job ID, cancelling it first if it runs. An admin's rm purges its
+work, results and record at once. An owner's (a producer's, who may not
+purge the streams) waits for the workers to drop its work, then deletes
+its record: the job is gone for every reader, and its results, which
+nothing names any more, leave the results stream when job.result_ttl
+passes.`,
+		Args: cobra.MatchAll(cobra.MinimumNArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			cfg, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
+			caller := cfg.Owner()
+			admin := false
+			if r, ok := roles.Of(caller); ok && r == roles.Admin {
+				admin = true
+			}
 			var errs []error
 			for _, id := range args {
-				if err := producer.Remove(cmd.Context(), conn.Queue, id); err != nil {
+				if err := producer.MayTouch(caller, id, true); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				remove, how := producer.Remove, "removed"
+				if !admin && cfg.NATS.User != "" {
+					remove, how = producer.RemoveOwn, "removed (its results expire with job.result_ttl)"
+				}
+				if err := remove(cmd.Context(), conn.Queue, id); err != nil {
 					errs = append(errs, jobError(id, err))
 					continue
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "job %s removed\n", id)
+				fmt.Fprintf(cmd.ErrOrStderr(), "job %s %s\n", id, how)
 			}
 			return errors.Join(errs...)
 		},

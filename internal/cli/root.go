@@ -59,6 +59,7 @@ workers that cache their results in Redis.`,
 	_ = root.PersistentFlags().MarkHidden("memprofile")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		clientGC(cmd)
+		stopOnRefusal(cmd)
 		if p, _ := cmd.Flags().GetString("cpuprofile"); p != "" {
 			f, err := os.Create(p)
 			if err != nil {

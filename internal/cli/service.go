@@ -17,6 +17,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -68,11 +69,31 @@ func openConn(cmd *cobra.Command, oo app.OpenOptions) (*config.Config, *slog.Log
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if stop, ok := cmd.Context().Value(refusalKey{}).(context.CancelCauseFunc); ok {
+		oo.OnRefusal = func(pe *roles.PermissionError) { stop(pe) }
+	}
 	conn, err := app.Open(cmd.Context(), cfg, oo, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return cfg, log, conn, nil
+}
+
+// refusalKey keys the context's context.CancelCauseFunc that a refusal
+// of NATS calls (stopOnRefusal).
+type refusalKey struct{}
+
+// stopOnRefusal makes a one-shot command's context end at the first
+// request NATS refuses its user, with the refusal as its cause: the
+// command stops at once (markRunErrors says what was refused) instead of
+// waiting out timeouts or retries. A command that serves until stopped
+// (worker, serve) goes on: a request refused there fails that request.
+func stopOnRefusal(cmd *cobra.Command) {
+	if cmd.Name() == "worker" || cmd.Name() == "serve" || cmd.Context() == nil {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	cmd.SetContext(context.WithValue(ctx, refusalKey{}, cancel))
 }
 
 // producerOptions are the producer's settings from the configuration.
@@ -83,8 +104,15 @@ func producerOptions(cfg *config.Config, log *slog.Logger, force, first bool) pr
 		MaxMessageBytes: cfg.Queue.MaxMessageBytes,
 		Force:           force,
 		FirstSolution:   first,
+		Owner:           cfg.Owner(),
+		Quota:           quota(cfg),
 		Logger:          log,
 	}
+}
+
+// quota is the configuration's quota of an owner.
+func quota(cfg *config.Config) job.Quota {
+	return job.Quota{JobsOpen: cfg.Quota.JobsOpen, LinesPending: cfg.Quota.LinesPending, RequestBytes: cfg.Quota.RequestBytes}
 }
 
 // outputFlags are the flags of commands that write results.
@@ -444,8 +472,17 @@ func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 		NakDelays:       cfg.Queue.Backoff,
 		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		Version:         serviceVersion(),
+		Quota:           quota(cfg),
 		Logger:          log,
 	}
+}
+
+// serviceEndpoints are the micro service's submit, status and cancel
+// endpoints of worker *w (made once it is: the endpoints ask it for the
+// owners' usage, for their quotas).
+func serviceEndpoints(conn *app.Conn, popts producer.Options, w **worker.Worker, log *slog.Logger) []worker.Endpoint {
+	popts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return (*w).Usage(ctx, owner) }
+	return service.Endpoints(conn.Queue, conn.Cache, popts, log)
 }
 
 // startLocalWorker runs a worker pool in this process on conn (for 'sudoku
@@ -455,8 +492,10 @@ func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 func startLocalWorker(ctx context.Context, opts worker.Options, log *slog.Logger, conn *app.Conn) (stop func()) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	opts.Logger = slog.New(quietHandler{log.Handler()})
-	opts.Endpoints = service.Endpoints(conn.Queue, conn.Cache, producer.Options{Logger: opts.Logger}, opts.Logger)
-	w := worker.New(conn.NC, conn.Queue, conn.Cache, opts)
+	var w *worker.Worker
+	popts := producer.Options{Logger: opts.Logger, Quota: opts.Quota}
+	opts.Endpoints = serviceEndpoints(conn, popts, &w, opts.Logger)
+	w = worker.New(conn.NC, conn.Queue, conn.Cache, opts)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	return func() {

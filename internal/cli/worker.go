@@ -15,7 +15,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
-	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
@@ -76,8 +75,9 @@ closes its connections and exits 0.`,
 			if m != nil {
 				opts.Observer = m
 			}
-			opts.Endpoints = service.Endpoints(conn.Queue, conn.Cache, producerOptions(cfg, log, false, false), log)
-			w := worker.New(conn.NC, conn.Queue, conn.Cache, opts)
+			var w *worker.Worker
+			opts.Endpoints = serviceEndpoints(conn, producerOptions(cfg, log, false, false), &w, log)
+			w = worker.New(conn.NC, conn.Queue, conn.Cache, opts)
 			if m != nil {
 				m.SetPending(w.Pending)
 			}

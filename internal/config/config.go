@@ -31,6 +31,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -61,6 +63,22 @@ type Config struct {
 	Log     LogConfig     `mapstructure:"log"`
 	Serve   ServeConfig   `mapstructure:"serve"`
 	Job     JobConfig     `mapstructure:"job"`
+	Quota   QuotaConfig   `mapstructure:"quota"`
+}
+
+// QuotaConfig bounds what one owner may have queued (keys quota.*).
+// Workers enforce them on every owner's jobs (a job over a quota is
+// failed, saying which); the doors (submit, the HTTP API, the micro
+// service) refuse a submission over them at once. 0 is no bound.
+type QuotaConfig struct {
+	// JobsOpen bounds an owner's jobs publishing or published at once.
+	JobsOpen int `mapstructure:"jobs_open"`
+	// LinesPending bounds an owner's lines without a result yet, over
+	// its open jobs.
+	LinesPending int64 `mapstructure:"lines_pending"`
+	// RequestBytes bounds the bytes one submission may store (its work
+	// and its results, as estimated while its batches are cut).
+	RequestBytes int64 `mapstructure:"request_bytes"`
 }
 
 // NATSConfig is how to reach NATS (keys nats.*).
@@ -274,6 +292,18 @@ type JobConfig struct {
 	// bring existing streams to it when they start; other commands use
 	// it only to create the streams when they are missing.
 	ResultTTL time.Duration `mapstructure:"result_ttl"`
+	// Owner owns the jobs this process submits (a tenant's name:
+	// letters, digits, '_' and '-'); "" makes it nats.user, or, without
+	// one, "anonymous". Workers take turns between owners; only an owner
+	// (or an admin) may cancel or remove its jobs. With roles on, the
+	// servers let a user submit only as itself: leave it empty.
+	Owner string `mapstructure:"owner"`
+}
+
+// Owner returns the owner of the jobs this process submits: job.owner,
+// else nats.user, else job.DefaultOwner.
+func (c *Config) Owner() string {
+	return cmp.Or(c.Job.Owner, c.NATS.User, job.DefaultOwner)
 }
 
 // Default returns the configuration used when nothing is set: every key's
@@ -334,8 +364,21 @@ func Default() *Config {
 		Job: JobConfig{
 			ResultTTL: 7 * 24 * time.Hour,
 		},
+		Quota: QuotaConfig{
+			JobsOpen:     DefaultJobsOpen,
+			LinesPending: DefaultLinesPending,
+			RequestBytes: DefaultRequestBytes,
+		},
 	}
 }
+
+// The quotas' defaults: generous for one person or program, bounded for
+// a shared service (a million-puzzle job is well within them).
+const (
+	DefaultJobsOpen     = 10_000
+	DefaultLinesPending = 20_000_000
+	DefaultRequestBytes = 1 << 30
+)
 
 // WorkerConcurrency returns the number of solving goroutines a worker
 // runs: Worker.Concurrency, or GOMAXPROCS when that is 0.

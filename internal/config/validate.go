@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
 
 // ErrUnknownKey is wrapped by the *Error for a key in the configuration
@@ -222,6 +224,22 @@ func (c Config) problems() []error {
 	// job
 	p.nonNegative("job.wait_timeout", c.Job.WaitTimeout)
 	p.nonNegative("job.result_ttl", c.Job.ResultTTL)
+	if c.Job.Owner != "" {
+		if err := job.CheckOwner(c.Job.Owner); err != nil {
+			p.add("job.owner", c.Job.Owner, err.Error())
+		}
+	}
+
+	// quota
+	if c.Quota.JobsOpen < 0 {
+		p.add("quota.jobs_open", c.Quota.JobsOpen, "must be >= 0 (0: no bound)")
+	}
+	if c.Quota.LinesPending < 0 {
+		p.add("quota.lines_pending", c.Quota.LinesPending, "must be >= 0 (0: no bound)")
+	}
+	if c.Quota.RequestBytes < 0 {
+		p.add("quota.request_bytes", c.Quota.RequestBytes, "must be >= 0 (0: no bound)")
+	}
 
 	return p.errs
 }

@@ -186,6 +186,18 @@ func (r *Record) Complete() bool {
 	return (r.State == Published || r.State == Finished) && r.DoneBatches >= r.Batches
 }
 
+// Publish moves a Publishing job to Published (every batch is out; the
+// counts are final), and on to Finished if its results are all there
+// (FinishIfDone). It reports whether it changed the state.
+func (r *Record) Publish(now time.Time) bool {
+	if r.State != Publishing {
+		return false
+	}
+	r.State = Published
+	r.FinishIfDone(now)
+	return true
+}
+
 // FinishIfDone moves a Published job whose results are all stored to
 // Finished, and reports whether it did.
 func (r *Record) FinishIfDone(now time.Time) bool {
@@ -246,6 +258,16 @@ func DecodeRecord(data []byte) (Record, error) {
 		return r, fmt.Errorf("job: record with id %q", r.ID)
 	}
 	return r, nil
+}
+
+// Fail moves an active job to Failed at now, saying why, and reports
+// whether it did.
+func (r *Record) Fail(reason string, now time.Time) bool {
+	if !r.State.Active() {
+		return false
+	}
+	r.State, r.Error, r.Finished = Failed, reason, now.UTC()
+	return true
 }
 
 // FailStale marks a Stale record Failed at now, saying why.

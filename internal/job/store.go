@@ -227,7 +227,9 @@ func (s *Store) get(ctx context.Context, key string) ([]byte, uint64, error) {
 	if err == nil {
 		return e.Value(), e.Revision(), nil
 	}
-	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if !errors.Is(err, jetstream.ErrKeyNotFound) || !s.replicated(ctx) {
+		// A single server has no replica behind: a miss is one. (And a
+		// producer may not read by STREAM.MSG.GET, which names no key.)
 		return nil, 0, err
 	}
 	return s.leaderGet(ctx, key)
@@ -322,7 +324,13 @@ func (s *Store) ManifestOf(ctx context.Context, id string, index uint64) (Manife
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return Manifest{}, fmt.Errorf("job %s: read manifest %d: %w", id, chunk, err)
 	}
-	value, _, err := s.leaderGet(ctx, key)
+	var value []byte
+	if s.replicated(ctx) {
+		// A replica's, that may be behind: the leader's, then.
+		value, _, err = s.leaderGet(ctx, key)
+	} else if err == nil {
+		value = e.Value() // the leader's own: it does not list the batch
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) && chunk == 0 {
 		// A small job's manifest is in its record (Record.Manifest).
 		if r, _, rerr := s.Get(ctx, id); rerr == nil && len(r.Manifest) > 0 {
@@ -383,6 +391,24 @@ func (s *Store) List(ctx context.Context, owner string, limit int, bad func(id s
 	}
 	slices.SortFunc(out, func(a, b Record) int { return CompareIDs(b.ID, a.ID) })
 	return out[:min(limit, len(out))], nil
+}
+
+// DeleteKeys removes a job's record and the manifests of its batches
+// key by key (kv.Purge of each): what its owner may do, whose right is
+// to its own keys, not to purge the bucket's stream (Delete).
+func (s *Store) DeleteKeys(ctx context.Context, id string, batches int64) error {
+	if !ValidID(id) {
+		return fmt.Errorf("%w: %q is not a job id", ErrNotFound, id)
+	}
+	for chunk := uint64(0); batches > 0 && chunk <= ManifestChunk(uint64(batches-1)); chunk++ {
+		if err := s.kv.Purge(ctx, ManifestKey(id, chunk)); err != nil {
+			return fmt.Errorf("job %s: remove manifest %d: %w", id, chunk, err)
+		}
+	}
+	if err := s.kv.Purge(ctx, id); err != nil {
+		return fmt.Errorf("job %s: remove record: %w", id, err)
+	}
+	return nil
 }
 
 // Delete removes a job's record and manifests.

@@ -39,6 +39,12 @@ const (
 	// CodeUnavailable: the worker is stopping, or JetStream did not answer
 	// (the description says what); the request may succeed later.
 	CodeUnavailable = "503"
+	// CodeForbidden: the caller may not do that to the job (it is
+	// another owner's); the description names caller, owner and what.
+	CodeForbidden = "403"
+	// CodeQuota: the caller's owner is over one of its quotas; the
+	// description names the quota and its value.
+	CodeQuota = "429"
 )
 
 // ParseSolveRequest reads the body of a solve request: a JSON object

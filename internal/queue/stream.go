@@ -198,16 +198,35 @@ type Event struct {
 // SolveSubject is the subject of the micro service's solve endpoint.
 func (o Options) SolveSubject() string { o.defaults(); return o.Prefix + ".solve" }
 
-// SubmitSubject is the subject of the micro service's submit endpoint (a
-// bulk job over NATS alone, see internal/service).
-func (o Options) SubmitSubject() string { o.defaults(); return o.Prefix + ".submit" }
+// SubmitSubject is the subject of the micro service's submit endpoint for
+// caller ("*" for every caller's): a bulk job over NATS alone, owned by
+// caller (see internal/service). The caller's name is the subject's last
+// token, so that NATS permissions (internal/roles) let a user ask only
+// as itself.
+func (o Options) SubmitSubject(caller string) string {
+	o.defaults()
+	return o.Prefix + ".submit." + caller
+}
 
-// CancelSubject is the subject of the micro service's cancel endpoint.
-func (o Options) CancelSubject() string { o.defaults(); return o.Prefix + ".cancel" }
+// CancelSubject is the subject of the micro service's cancel endpoint for
+// caller ("*" for every caller's).
+func (o Options) CancelSubject(caller string) string {
+	o.defaults()
+	return o.Prefix + ".cancel." + caller
+}
 
 // StatusSubject is the subject of the micro service's status endpoint (a
-// job's state and counts).
-func (o Options) StatusSubject() string { o.defaults(); return o.Prefix + ".status" }
+// job's state and counts) for caller ("*" for every caller's).
+func (o Options) StatusSubject(caller string) string {
+	o.defaults()
+	return o.Prefix + ".status." + caller
+}
+
+// Caller returns the caller of a request on an endpoint's subject: its
+// last token.
+func Caller(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}
 
 // legacyConsumerSuffix ends the name of the consumer every worker shared
 // before work was divided into lanes.

@@ -62,10 +62,19 @@ var violation = regexp.MustCompile(`(?i)violation for (publish|subscription) to 
 // operation refused fails only later, often with a timeout: Explain adds
 // the refusal to that error. It is safe for concurrent use.
 type Refusals struct {
-	user string
-	mu   sync.Mutex
-	last *PermissionError
-	n    int
+	user   string
+	mu     sync.Mutex
+	last   *PermissionError
+	n      int
+	onNote func(*PermissionError)
+}
+
+// OnNote makes f be called with each refusal Note records, after it is
+// recorded (nil: none), on the goroutine that called Note.
+func (r *Refusals) OnNote(f func(*PermissionError)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onNote = f
 }
 
 // NewRefusals returns the refusals of a connection of user (nats.user).
@@ -93,8 +102,12 @@ func (r *Refusals) Note(err error) (pe *PermissionError, ok bool) {
 	pe = &PermissionError{Server: "NATS", User: r.user, What: what, Err: err, at: time.Now()}
 	r.mu.Lock()
 	r.last, r.n = pe, r.n+1
+	f := r.onNote
 	r.mu.Unlock()
 	last.Store(pe)
+	if f != nil {
+		f(pe)
+	}
 	return pe, true
 }
 

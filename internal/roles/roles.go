@@ -199,11 +199,10 @@ func jobConsumers(stream string) []string {
 }
 
 // endpoints are the micro service's request subjects a user acting as
-// owner may ask ("*" for any owner): its own submit, status, cancel and
-// remove, and solve.
+// owner may ask ("*" for any owner): its own submit, status and cancel,
+// and solve.
 func endpoints(p, owner string) []string {
-	return []string{p + ".solve", p + ".submit." + owner, p + ".status." + owner, p + ".cancel." + owner,
-		p + ".remove." + owner, "$SRV.>"}
+	return []string{p + ".solve", p + ".submit." + owner, p + ".status." + owner, p + ".cancel." + owner, "$SRV.>"}
 }
 
 // NATS returns the NATS permissions of user (its role is roles.Of) in a
@@ -227,7 +226,7 @@ func NATS(user string, n Names, shared bool) Permissions {
 			Subscribe:   []string{">"},
 			// Only workers answer the service: an admin's "nats sub >"
 			// must not see a request it could answer.
-			DenySubscribe: []string{p + ".solve", p + ".submit.>", p + ".status.>", p + ".cancel.>", p + ".remove.>"},
+			DenySubscribe: []string{p + ".solve", p + ".submit.>", p + ".status.>", p + ".cancel.>"},
 		}
 	case Producer, Gateway:
 		owner, reads := user, user
@@ -266,7 +265,7 @@ func NATS(user string, n Names, shared bool) Permissions {
 		return Permissions{
 			Publish: pub,
 			Subscribe: append(inbox,
-				p+".solve", p+".submit.*", p+".status.*", p+".cancel.*", p+".remove.*", "$SRV.>",
+				p+".solve", p+".submit.*", p+".status.*", p+".cancel.*", "$SRV.>",
 				"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+n.Stream+".>"),
 			AllowResponses: true,
 		}

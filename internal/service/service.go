@@ -3,13 +3,19 @@
 // to its NATS micro service "sudoku", beside solve (see worker.Options.
 // Endpoints, and docs/protocol.md for the protocol).
 //
-//   - submit (queue.Options.SubmitSubject, P.submit): the request is the
+// Each endpoint's subject ends with the caller's name (P.submit.<caller>,
+// ...), which NATS permissions (internal/roles) hold each user to: the
+// job submitted belongs to the caller, and status and cancel answer only
+// a caller that owns the job, or one whose role acts for others (admin,
+// gateway; reader for status alone).
+//
+//   - submit (queue.Options.SubmitSubject, P.submit.<caller>): the request is the
 //     puzzles as text, or a JSON queue.SubmitRequest; the worker that
 //     gets it submits the job as producer.Submit does and replies with a
 //     queue.SubmitReply: the job's id, its counts, and where its results
 //     appear (a message per batch in the results stream, in the JSON form
 //     unless the request asked for the binary one).
-//   - status (P.status): the request is a job id, as text or a JSON
+//   - status (P.status.<caller>): the request is a job id, as text or a JSON
 //     queue.StatusRequest; the reply is a queue.StatusReply (from
 //     producer.JobStatus).
 //
@@ -78,7 +84,7 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 	return []worker.Endpoint{
 		{
 			Name:    SubmitEndpoint,
-			Subject: q.Opts.SubmitSubject(),
+			Subject: q.Opts.SubmitSubject("*"),
 			Handler: micro.HandlerFunc(h.submit),
 			Metadata: meta(`submit a bulk job: the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
 				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true, "priority": "normal"} (results in JSON unless json_results is false; priority low, normal or high); ` +
@@ -86,13 +92,13 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 		},
 		{
 			Name:     StatusEndpoint,
-			Subject:  q.Opts.StatusSubject(),
+			Subject:  q.Opts.StatusSubject("*"),
 			Handler:  micro.HandlerFunc(h.status),
 			Metadata: meta(`a job's state and counts: the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
 		},
 		{
 			Name:    CancelEndpoint,
-			Subject: q.Opts.CancelSubject(),
+			Subject: q.Opts.CancelSubject("*"),
 			Handler: micro.HandlerFunc(h.cancel),
 			Metadata: meta(`cancel a job: its work not yet done leaves the queue, its results so far stay readable; ` +
 				`the body is the job id, or JSON {"job": "..."}; the reply is the job's status, as the status endpoint's`),
@@ -121,6 +127,11 @@ func (h *handler) submit(req micro.Request) {
 		return
 	}
 	opts := h.opts
+	opts.Owner = queue.Caller(req.Subject())
+	if err := job.CheckOwner(opts.Owner); err != nil {
+		refuse(req, queue.CodeBadRequest, "the subject's last token names the job's owner: "+err.Error(), nil)
+		return
+	}
 	opts.FirstSolution, opts.Force, opts.JSONResults = sr.First, sr.Force, sr.JSON()
 	if opts.Priority, err = job.ParsePriority(sr.Priority); err != nil {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
@@ -198,7 +209,7 @@ func oneLine(p string) string {
 
 // status answers a request of the status endpoint.
 func (h *handler) status(req micro.Request) {
-	h.answerJob(req, func(ctx context.Context, id string) (producer.Status, error) {
+	h.answerJob(req, false, func(ctx context.Context, id string) (producer.Status, error) {
 		return producer.JobStatus(ctx, h.q, id)
 	})
 }
@@ -206,17 +217,23 @@ func (h *handler) status(req micro.Request) {
 // cancel answers a request of the cancel endpoint: the job's status once
 // cancelled (or as it is, if it had ended).
 func (h *handler) cancel(req micro.Request) {
-	h.answerJob(req, func(ctx context.Context, id string) (producer.Status, error) {
+	h.answerJob(req, true, func(ctx context.Context, id string) (producer.Status, error) {
 		return producer.Cancel(ctx, h.q, id)
 	})
 }
 
 // answerJob answers a request that names a job (its id, or JSON {"job":
 // ...}) with the status of the record do returns for it.
-func (h *handler) answerJob(req micro.Request, do func(ctx context.Context, id string) (producer.Status, error)) {
+// The caller (the subject's last token) must own the job, or act for
+// others (producer.MayTouch); write says the request changes it.
+func (h *handler) answerJob(req micro.Request, write bool, do func(ctx context.Context, id string) (producer.Status, error)) {
 	id, err := queue.ParseStatusRequest(req.Data())
 	if err != nil {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
+		return
+	}
+	if err := producer.MayTouch(queue.Caller(req.Subject()), id, write); err != nil {
+		refuse(req, queue.CodeForbidden, err.Error(), nil)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
@@ -239,6 +256,8 @@ var codes = map[producer.Kind]string{
 	producer.KindNotFound:    queue.CodeNotFound,
 	producer.KindUnavailable: queue.CodeUnavailable,
 	producer.KindInternal:    queue.CodeInternal,
+	producer.KindForbidden:   queue.CodeForbidden,
+	producer.KindQuota:       queue.CodeQuota,
 }
 
 // codeOf returns the error code of a failure of a call on a job:
