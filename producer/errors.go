@@ -101,4 +101,3 @@ func KindOf(err error) Kind {
 	}
 	return KindInternal
 }
-
