@@ -182,6 +182,12 @@ func queueUnavailable(err error) *Error {
 		Message: "the queue (NATS JetStream) is not answering; retry later", RetryAfter: retryAfter, Err: err}
 }
 
+// notReady is /readyz's 503: the message says why (it names no server).
+func notReady(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeQueueUnavailable,
+		Message: "not ready: " + err.Error(), RetryAfter: retryAfter}
+}
+
 // dependencyError turns the error of an operation on NATS into a 503 when
 // NATS is down or too slow; a failure that does not explain is a 500.
 func (s *Server) dependencyError(ctx context.Context, err error) *Error {

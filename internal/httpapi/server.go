@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
@@ -126,8 +127,10 @@ type Server struct {
 	metrics *apiMetrics
 	hot     *hotCache
 	stats   *statsHub
-	mux     *http.ServeMux
-	handler http.Handler
+	// jetstream is /readyz's probe of JetStream.
+	jetstream *metrics.JetStreamProbe
+	mux       *http.ServeMux
+	handler   http.Handler
 	// patterns are the registered patterns, for the tests.
 	patterns []string
 
@@ -147,14 +150,15 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
 	s := &Server{
-		nc:      q.JS.Conn(),
-		q:       q,
-		cache:   c,
-		opts:    opts,
-		log:     opts.Logger,
-		metrics: newMetrics(),
-		hot:     newHotCache(opts.HotCacheSize),
-		mux:     http.NewServeMux(),
+		nc:        q.JS.Conn(),
+		q:         q,
+		cache:     c,
+		opts:      opts,
+		log:       opts.Logger,
+		metrics:   newMetrics(),
+		hot:       newHotCache(opts.HotCacheSize),
+		jetstream: metrics.NewJetStreamProbe(q.JS, q.Opts.Stream),
+		mux:       http.NewServeMux(),
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	var err error
@@ -358,11 +362,16 @@ func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// getReadyz says whether NATS is connected (Redis is only a cache: the
-// API works without it, slower). The answer tells the cache's state too.
-func (s *Server) getReadyz(w http.ResponseWriter, _ *http.Request) error {
+// getReadyz says whether the queue works: NATS connected, and JetStream
+// answering for the work stream (a server without JetStream answers
+// pings while every submit fails). Redis is only a cache: the API works
+// without it, slower; the answer tells the cache's state too.
+func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) error {
 	if !s.nc.IsConnected() {
-		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
+		return notReady(fmt.Errorf("NATS is not connected (%s)", strings.ToLower(s.nc.Status().String())))
+	}
+	if err := s.jetstream.Check(r.Context()); err != nil {
+		return notReady(err)
 	}
 	state, _ := s.cacheState()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "cache": state})
