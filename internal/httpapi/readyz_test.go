@@ -56,3 +56,32 @@ func TestReadyzWithoutJetStream(t *testing.T) {
 	t.Logf("/readyz: %d %s", res.StatusCode, data)
 	wantError(t, res, data, http.StatusServiceUnavailable, CodeQueueUnavailable, "not ready: JetStream is not enabled on the NATS server")
 }
+
+// TestTimedOutRequestLeavesConnectionUsable: a request that outlives its
+// time bound does not spoil its keep-alive connection: the next request
+// on it is served as usual. (The read deadline that bounds a request used
+// to fire while net/http watched the connection for the client going
+// away, which cancelled the context of every later request on it: /readyz
+// then said "context canceled" for ever, as did every other route.)
+func TestTimedOutRequestLeavesConnectionUsable(t *testing.T) {
+	e := newEnv(t, envOptions{noWorker: true, opts: Options{RequestTimeout: 300 * time.Millisecond}})
+	// A handler that finishes its work a little after its time is up, as
+	// one that cleans up does.
+	e.srv.handle("POST /v1/test-slow", apiRoute, func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return err
+		}
+		<-r.Context().Done()
+		time.Sleep(100 * time.Millisecond)
+		return r.Context().Err()
+	})
+	for i, body := range []string{"", "a body, read to its end", ""} {
+		res, data := e.post("/v1/test-slow", body)
+		if res.StatusCode != http.StatusInternalServerError {
+			t.Fatalf("the slow route: %d %s", res.StatusCode, data)
+		}
+		if res, data := e.get("/readyz"); res.StatusCode != http.StatusOK {
+			t.Fatalf("round %d: /readyz after a timed-out request: %d %s", i, res.StatusCode, data)
+		}
+	}
+}

@@ -241,7 +241,7 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 			defer cancel()
 			r = r.WithContext(ctx)
 			deadline := time.Now().Add(s.opts.RequestTimeout)
-			_ = rc.SetReadDeadline(deadline)
+			boundBody(r, rc, deadline)
 			_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 		}
 		sw, ok := w.(*statusWriter)
@@ -279,6 +279,18 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 		}
 		e.write(w)
 	})
+}
+
+// boundBody bounds the reading of r's body by deadline, if it has one.
+// A request without a body gets no read deadline: net/http watches its
+// connection for the client going away from the start, and a read
+// deadline firing during that watch would cancel the context of every
+// later request on the connection. (Once a body is read to its end,
+// net/http lifts the deadline itself before it watches.)
+func boundBody(r *http.Request, rc *http.ResponseController, deadline time.Time) {
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = rc.SetReadDeadline(deadline)
+	}
 }
 
 // authorized reports whether r carries the bearer token, or no token is
