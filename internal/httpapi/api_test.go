@@ -934,7 +934,7 @@ func TestWorkersOnline(t *testing.T) {
 	waitFor(0)
 	// A worker of another queue on the same NATS server is not this
 	// queue's.
-	other := worker.New(e.nc, setupQueue(t, e.nc), nil, worker.Options{Concurrency: 1, Logger: testLogger(t)})
+	other := worker.New(e.nc, setupQueue(t, e.nc, true), nil, worker.Options{Concurrency: 1, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- other.Run(ctx) }()
