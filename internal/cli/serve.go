@@ -69,7 +69,7 @@ stops accepting, ends the streams and finishes the requests in progress.`,
 				MaxBodyBytes:   cfg.Serve.MaxBodyBytes,
 				RequestTimeout: cfg.Serve.RequestTimeout,
 				Producer:       producerOptions(cfg, log, false, false),
-				CORSOrigins:    cors,
+				AllowedOrigins: cors,
 				Logger:         log,
 			})
 			if err != nil {

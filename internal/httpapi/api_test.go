@@ -794,7 +794,7 @@ func TestCORS(t *testing.T) {
 		t.Errorf("preflight with CORS off: %d %v", res.StatusCode, res.Header)
 	}
 
-	on := newEnv(t, envOptions{noWorker: true, opts: Options{CORSOrigins: []string{"https://example.test"}, Token: "t"}})
+	on := newEnv(t, envOptions{noWorker: true, opts: Options{AllowedOrigins: []string{"https://example.test"}, Token: "t"}})
 	res, _ = on.do(http.MethodOptions, "/v1/solve", "", nil, preflight...)
 	if res.StatusCode != 204 || res.Header.Get("Access-Control-Allow-Origin") != "https://example.test" ||
 		!strings.Contains(res.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
