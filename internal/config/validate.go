@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
 )
 
 // ErrUnknownKey is wrapped by the *Error for a key in the configuration
@@ -218,6 +220,16 @@ func (c Config) problems() []error {
 		p.add("serve.max_body_bytes", s.MaxBodyBytes, "must be > 0")
 	}
 	p.positive("serve.request_timeout", s.RequestTimeout)
+	for _, h := range s.AllowedHosts {
+		if err := httpapi.CheckAllowedHost(h); err != nil {
+			p.add("serve.allowed_hosts", h, err.Error())
+		}
+	}
+	for _, o := range s.AllowedOrigins {
+		if err := httpapi.CheckAllowedOrigin(o); err != nil {
+			p.add("serve.allowed_origins", o, err.Error())
+		}
+	}
 
 	// job
 	p.nonNegative("job.wait_timeout", c.Job.WaitTimeout)
