@@ -152,3 +152,93 @@ func TestServeBadAddr(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// TestServeRefusesExposedWithoutToken: serve on an address other than
+// loopback without a token exits 2 at once, saying why and how to go on,
+// before connecting to anything; with a token, --insecure-no-token or
+// serve.allow_no_token it serves there (issue 28).
+func TestServeRefusesExposedWithoutToken(t *testing.T) {
+	newQueueEnv(t)
+	for _, tc := range []struct{ addr, natsURL string }{
+		{"0.0.0.0:0", testenv.NATSURL()},
+		// Refused before connecting: no NATS is needed to say so.
+		{":0", "nats://127.0.0.1:1"},
+		{"[::]:0", "nats://127.0.0.1:1"},
+	} {
+		addr := tc.addr
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		code, _, stderr := run(t, ctx, "", "serve", "--addr", addr, "--nats-url", tc.natsURL)
+		cancel()
+		if code != ExitUsage {
+			t.Errorf("serve --addr %s without a token: exit %d, want %d: %s", addr, code, ExitUsage, stderr)
+		}
+		for _, want := range []string{"not a loopback address", "no token is set", "SUDOKU_SERVE_TOKEN", "--insecure-no-token", "serve.allow_no_token"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("serve --addr %s: %q does not say %q", addr, stderr, want)
+			}
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("serve --addr %s took %v to refuse", addr, d)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+	}{
+		{"flag", []string{"--insecure-no-token"}, ""},
+		{"key", nil, "SUDOKU_SERVE_ALLOW_NO_TOKEN=true"},
+		{"token", nil, "SUDOKU_SERVE_TOKEN=a-token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				k, v, _ := strings.Cut(tc.env, "=")
+				t.Setenv(k, v)
+			}
+			port := testenv.FreePort(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan string, 1)
+			go func() {
+				code, _, stderr := run(t, ctx, "", append([]string{"serve", "--addr", fmt.Sprintf("0.0.0.0:%d", port)}, tc.args...)...)
+				done <- fmt.Sprintf("exit %d: %s", code, stderr)
+				close(done)
+			}()
+			defer func() {
+				cancel()
+				for range done {
+				}
+			}()
+			url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if code, _ := getStatus(url); code == http.StatusOK {
+					break
+				}
+				select {
+				case out := <-done:
+					t.Fatalf("serve on 0.0.0.0 stopped: %s", out)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("serve on 0.0.0.0:%d not ready after 20s", port)
+				}
+			}
+		})
+	}
+}
+
+// TestServeBadAllowedEntries: a bad --allowed-host or --allowed-origin is
+// a usage error naming the key.
+func TestServeBadAllowedEntries(t *testing.T) {
+	for _, args := range [][]string{
+		{"--allowed-host", "http://sudoku.example"},
+		{"--allowed-origin", "sudoku.example"},
+		{"--cors-origin", "https://app.example/path"},
+	} {
+		code, _, stderr := run(t, context.Background(), "", append([]string{"serve"}, args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, "serve.allowed_") {
+			t.Errorf("serve %v: exit %d: %s", args, code, stderr)
+		}
+	}
+}

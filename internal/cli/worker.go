@@ -36,7 +36,8 @@ job, a job's status (docs/protocol.md).
 
 With metrics.addr set (--metrics-addr, SUDOKU_METRICS_ADDR), the worker
 serves Prometheus metrics on /metrics, liveness on /healthz and readiness
-(NATS connected) on /readyz at that address.
+(NATS connected, and JetStream answering for the work stream) on /readyz at
+that address.
 
 On SIGINT or SIGTERM the worker stops pulling, finishes the batches in work
 within worker.shutdown_timeout (what is left is redelivered to others),
@@ -64,7 +65,8 @@ closes its connections and exits 0.`,
 					}
 					return nil
 				}}
-				h := metrics.Handler(m.Registry(), stopping, metrics.NATSCheck(conn.NC))
+				h := metrics.Handler(m.Registry(), stopping, metrics.NATSCheck(conn.NC),
+					metrics.JetStreamCheck(conn.Queue.JS, conn.Queue.Opts.Stream))
 				// Bind before working, so a busy address fails the start.
 				if srv, err = metrics.Listen(cfg.Metrics.Addr, h); err != nil {
 					return listenError("metrics.addr", cfg.Metrics.Addr, err)
@@ -114,7 +116,8 @@ func newWorkerHealthCmd() *cobra.Command {
 		Short: "Probe a running worker's /healthz (or /readyz): exit 0 if it answers 200",
 		Long: `Ask the worker serving on metrics.addr (--metrics-addr,
 SUDOKU_METRICS_ADDR, or the configuration file) whether it is alive
-(/healthz) or, with --ready, ready (/readyz: NATS connected), print the answer and exit 0 on 200, 1 otherwise. A wildcard
+(/healthz) or, with --ready, ready (/readyz: NATS connected, JetStream
+answering), print the answer and exit 0 on 200, 1 otherwise. A wildcard
 host (0.0.0.0, ::) is asked on 127.0.0.1. It is the health check of the
 container image, which has no curl or wget.`,
 		Example: `  sudoku worker health --metrics-addr 127.0.0.1:9090

@@ -275,6 +275,19 @@ type ServeConfig struct {
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
 	// RequestTimeout bounds the handling of one request.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// AllowNoToken lets serve listen on an address other than loopback
+	// without a token, which it otherwise refuses: anyone who reaches it
+	// could submit and cancel jobs.
+	AllowNoToken bool `mapstructure:"allow_no_token"`
+	// AllowedHosts are more Host header values the API answers ("name"
+	// for any port, "name:port", "*" for any), besides the listen address
+	// (and its localhost forms when it is loopback); others get a 403,
+	// against DNS rebinding.
+	AllowedHosts []string `mapstructure:"allowed_hosts"`
+	// AllowedOrigins are the origins of other sites whose pages may call
+	// the API ("*" for any): they get CORS headers, and their POSTs are
+	// not refused as cross-origin.
+	AllowedOrigins []string `mapstructure:"allowed_origins"`
 }
 
 // JobConfig is about jobs (keys job.*).
@@ -360,6 +373,8 @@ func Default() *Config {
 			Addr:           "127.0.0.1:8080",
 			MaxBodyBytes:   httpapi.DefaultMaxBodyBytes,
 			RequestTimeout: httpapi.DefaultRequestTimeout,
+			AllowedHosts:   []string{},
+			AllowedOrigins: []string{},
 		},
 		Job: JobConfig{
 			ResultTTL: 7 * 24 * time.Hour,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
 
@@ -220,6 +221,16 @@ func (c Config) problems() []error {
 		p.add("serve.max_body_bytes", s.MaxBodyBytes, "must be > 0")
 	}
 	p.positive("serve.request_timeout", s.RequestTimeout)
+	for _, h := range s.AllowedHosts {
+		if err := httpapi.CheckAllowedHost(h); err != nil {
+			p.add("serve.allowed_hosts", h, err.Error())
+		}
+	}
+	for _, o := range s.AllowedOrigins {
+		if err := httpapi.CheckAllowedOrigin(o); err != nil {
+			p.add("serve.allowed_origins", o, err.Error())
+		}
+	}
 
 	// job
 	p.nonNegative("job.wait_timeout", c.Job.WaitTimeout)

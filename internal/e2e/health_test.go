@@ -46,7 +46,7 @@ func TestWorkerHealthProbe(t *testing.T) {
 	}{
 		{"alive", nil, nil, 0, "ok\n", ""},
 		// Redis is only a cache: readiness does not depend on it.
-		{"ready", nil, []string{"--ready"}, 0, "worker: ok\nnats: ok\n", ""},
+		{"ready", nil, []string{"--ready"}, 0, "worker: ok\nnats: ok\njetstream: ok\n", ""},
 		{"nothing_listening", env{"SUDOKU_METRICS_ADDR=" + freeAddr(t)}, nil, 1, "", "connection refused"},
 		{"no_address", env{"SUDOKU_METRICS_ADDR="}, nil, 2, "", "metrics.addr is not set"},
 	} {

@@ -794,7 +794,7 @@ func TestCORS(t *testing.T) {
 		t.Errorf("preflight with CORS off: %d %v", res.StatusCode, res.Header)
 	}
 
-	on := newEnv(t, envOptions{noWorker: true, opts: Options{CORSOrigins: []string{"https://example.test"}, Token: "t"}})
+	on := newEnv(t, envOptions{noWorker: true, opts: Options{AllowedOrigins: []string{"https://example.test"}, Token: "t"}})
 	res, _ = on.do(http.MethodOptions, "/v1/solve", "", nil, preflight...)
 	if res.StatusCode != 204 || res.Header.Get("Access-Control-Allow-Origin") != "https://example.test" ||
 		!strings.Contains(res.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
@@ -934,7 +934,7 @@ func TestWorkersOnline(t *testing.T) {
 	waitFor(0)
 	// A worker of another queue on the same NATS server is not this
 	// queue's.
-	other := worker.New(e.nc, setupQueue(t, e.nc), nil, worker.Options{Concurrency: 1, Logger: testLogger(t)})
+	other := worker.New(e.nc, setupQueue(t, e.nc, true), nil, worker.Options{Concurrency: 1, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- other.Run(ctx) }()

@@ -31,6 +31,12 @@ const (
 	CodeBadRequest = "bad_request"
 	// CodeUnauthorized (401): no bearer token, or the wrong one.
 	CodeUnauthorized = "unauthorized"
+	// CodeHostNotAllowed (403): the request's Host is not one the server
+	// answers to (see serve.allowed_hosts); against DNS rebinding.
+	CodeHostNotAllowed = "host_not_allowed"
+	// CodeCrossOrigin (403): a request that may change something, sent by
+	// a browser page of another origin not in serve.allowed_origins.
+	CodeCrossOrigin = "cross_origin"
 	// CodeNotFound (404): no such route.
 	CodeNotFound = "not_found"
 	// CodeJobNotFound (404): no job with that id (or it expired).
@@ -180,6 +186,12 @@ func cacheUnavailable(err error) *Error {
 func queueUnavailable(err error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: CodeQueueUnavailable,
 		Message: "the queue (NATS JetStream) is not answering; retry later", RetryAfter: retryAfter, Err: err}
+}
+
+// notReady is /readyz's 503: the message says why (it names no server).
+func notReady(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeQueueUnavailable,
+		Message: "not ready: " + err.Error(), RetryAfter: retryAfter}
 }
 
 // dependencyError turns the error of an operation on NATS into a 503 when

@@ -77,7 +77,9 @@ func newEnv(t testing.TB, eo envOptions) *env {
 	e := &env{t: t}
 	switch {
 	case eo.nc != nil:
-		e.nc, e.q = eo.nc, setupQueue(t, eo.nc)
+		// In files, as a deployment keeps them: the streams outlive a
+		// restart of the private server (the tests that restart it).
+		e.nc, e.q = eo.nc, setupQueue(t, eo.nc, false)
 	default:
 		tq := testenv.NewQueue(t, cmp.Or(eo.server, "embedded"), queue.Options{AckWait: 5 * time.Second})
 		e.nc, e.q = tq.NC, tq.Queue
@@ -115,9 +117,9 @@ func newEnv(t testing.TB, eo envOptions) *env {
 	return e
 }
 
-// setupQueue sets up a queue with unique names on nc, removed when the
-// test ends.
-func setupQueue(t testing.TB, nc *nats.Conn) *queue.Queue {
+// setupQueue sets up a queue with unique names on nc, in memory or in
+// files, removed when the test ends.
+func setupQueue(t testing.TB, nc *nats.Conn, memory bool) *queue.Queue {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -127,7 +129,7 @@ func setupQueue(t testing.TB, nc *nats.Conn) *queue.Queue {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	q, err := queue.Setup(ctx, js, queue.Options{Stream: name, DLQStream: name + "_DLQ", Prefix: strings.ToLower(name),
-		Consumer: strings.ToLower(name), Memory: true, AckWait: 5 * time.Second})
+		Consumer: strings.ToLower(name), Memory: memory, AckWait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,11 +34,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
-// Options tune a Server. The zero value works: no token, CORS off, and
+// Options tune a Server. The zero value works: no token, no other
+// origin allowed (CORS off), the Host of the connection's address only, and
 // the defaults of configs/sudoku.yaml, which internal/config takes from
 // here (DefaultMaxBodyBytes, DefaultRequestTimeout) and from the producer
 // (producer.DefaultBatchSize ...).
@@ -47,6 +49,19 @@ type Options struct {
 	// carry (Authorization: Bearer TOKEN). The dashboard page, its assets,
 	// /v1/openapi.json, /metrics, /healthz and /readyz stay public.
 	Token string
+	// AllowNoToken lets Serve listen on an address other than loopback
+	// without a Token, which it otherwise refuses (see CheckExposed).
+	AllowNoToken bool
+	// Addr is the listen address as configured (serve.addr), such as
+	// sudoku.example:8080: its host:port is a Host the server answers,
+	// besides the address of each connection's own end (on loopback, in
+	// its localhost forms too). Optional.
+	Addr string
+	// AllowedHosts are more Host header values the server answers: "name"
+	// on any port, "name:port", or "*" for any. Requests with another
+	// Host get a 403 host_not_allowed (against DNS rebinding), except
+	// /healthz and /readyz (probes may name the server as they like).
+	AllowedHosts []string
 	// MaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes);
 	// larger ones get a 413.
 	MaxBodyBytes int64
@@ -62,9 +77,12 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Producer are the batch settings of submitted jobs.
 	Producer producer.Options
-	// CORSOrigins are the origins allowed to call the API from a browser
-	// ("*" for any); empty, the default, turns CORS off.
-	CORSOrigins []string
+	// AllowedOrigins are the origins of other sites whose pages may call
+	// the API from a browser ("*" for any): they get CORS headers, and
+	// their requests that may change something (POST...) are not refused.
+	// Empty, the default, turns CORS off, and such requests from any
+	// other origin get a 403 cross_origin, token or not.
+	AllowedOrigins []string
 	// HotCacheSize bounds the results kept in this process in front of the
 	// cache for single-puzzle lookups (default 32768, about 15 MB; negative
 	// turns it off). Only final results are kept (not gave_up): a puzzle's
@@ -126,6 +144,11 @@ type Server struct {
 	metrics *apiMetrics
 	hot     *hotCache
 	stats   *statsHub
+	// jetstream is /readyz's probe of JetStream.
+	jetstream *metrics.JetStreamProbe
+	// hosts and origins guard every request (guard.go).
+	hosts   *hostGuard
+	origins *originGuard
 	mux     *http.ServeMux
 	handler http.Handler
 	// patterns are the registered patterns, for the tests.
@@ -143,21 +166,31 @@ type Server struct {
 // workers' events. Close stops them.
 func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	opts.defaults()
+	hosts, err := newHostGuard(opts.Addr, opts.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	origins, err := newOriginGuard(opts.AllowedOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	if c == nil {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
 	s := &Server{
-		nc:      q.JS.Conn(),
-		q:       q,
-		cache:   c,
-		opts:    opts,
-		log:     opts.Logger,
-		metrics: newMetrics(),
-		hot:     newHotCache(opts.HotCacheSize),
-		mux:     http.NewServeMux(),
+		nc:        q.JS.Conn(),
+		q:         q,
+		cache:     c,
+		opts:      opts,
+		log:       opts.Logger,
+		metrics:   newMetrics(),
+		hot:       newHotCache(opts.HotCacheSize),
+		jetstream: metrics.NewJetStreamProbe(q.JS, q.Opts.Stream),
+		hosts:     hosts,
+		origins:   origins,
+		mux:       http.NewServeMux(),
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	var err error
 	if s.stats, err = newStatsHub(s); err != nil {
 		s.endStreams()
 		return nil, err
@@ -192,6 +225,9 @@ const (
 	streamRoute
 	// publicRoute: no token, bounded by RequestTimeout.
 	publicRoute
+	// probeRoute: a publicRoute that answers any Host (/healthz, /readyz:
+	// probes name the server as they like, and learn nothing else).
+	probeRoute
 )
 
 // handlerFunc is a handler that returns its error instead of writing it.
@@ -215,18 +251,24 @@ func (s *Server) routes() {
 
 	s.handle("GET /{$}", publicRoute, s.getIndex)
 	s.handle("GET /static/", publicRoute, s.getStatic)
-	s.handle("GET /healthz", publicRoute, s.getHealthz)
-	s.handle("GET /readyz", publicRoute, s.getReadyz)
-	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.handle("GET /healthz", probeRoute, s.getHealthz)
+	s.handle("GET /readyz", probeRoute, s.getReadyz)
+	s.mux.Handle("GET /metrics", s.guarded(s.metrics.handler()))
 }
 
 // handle registers h for pattern with the common parts of every answer:
-// CORS, the token, the time bound, errors as JSON, panics as 500s.
+// CORS, the Host and Origin guards, the token, the time bound, errors as
+// JSON, panics as 500s.
 func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		s.cors(w, r)
-		if kind != publicRoute && !s.authorized(r) {
+		if e := s.guard(r, kind == probeRoute); e != nil {
+			s.log.Debug("httpapi: refused", "route", pattern, "code", e.Code, "host", r.Host, "origin", r.Header.Get("Origin"))
+			e.write(w)
+			return
+		}
+		if (kind == apiRoute || kind == streamRoute) && !s.authorized(r) {
 			errorf(http.StatusUnauthorized, CodeUnauthorized,
 				"missing or wrong bearer token: send the header Authorization: Bearer TOKEN (serve.token)").write(w)
 			return
@@ -237,7 +279,7 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 			defer cancel()
 			r = r.WithContext(ctx)
 			deadline := time.Now().Add(s.opts.RequestTimeout)
-			_ = rc.SetReadDeadline(deadline)
+			boundBody(r, rc, deadline)
 			_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 		}
 		sw, ok := w.(*statusWriter)
@@ -277,6 +319,18 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 	})
 }
 
+// boundBody bounds the reading of r's body by deadline, if it has one.
+// A request without a body gets no read deadline: net/http watches its
+// connection for the client going away from the start, and a read
+// deadline firing during that watch would cancel the context of every
+// later request on the connection. (Once a body is read to its end,
+// net/http lifts the deadline itself before it watches.)
+func boundBody(r *http.Request, rc *http.ResponseController, deadline time.Time) {
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = rc.SetReadDeadline(deadline)
+	}
+}
+
 // authorized reports whether r carries the bearer token, or no token is
 // needed.
 func (s *Server) authorized(r *http.Request) bool {
@@ -292,11 +346,11 @@ func (s *Server) authorized(r *http.Request) bool {
 // browsers then refuse other sites' calls.
 func (s *Server) cors(w http.ResponseWriter, r *http.Request) {
 	origin := r.Header.Get("Origin")
-	if len(s.opts.CORSOrigins) == 0 || origin == "" {
+	if len(s.opts.AllowedOrigins) == 0 || origin == "" {
 		return
 	}
 	allowed := false
-	for _, o := range s.opts.CORSOrigins {
+	for _, o := range s.opts.AllowedOrigins {
 		if o == "*" || o == origin {
 			allowed = true
 			break
@@ -340,7 +394,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" &&
-		len(s.opts.CORSOrigins) > 0 && len(allow) > 0 {
+		len(s.opts.AllowedOrigins) > 0 && len(allow) > 0 {
 		s.preflight(w)
 		return nil
 	}
@@ -358,11 +412,16 @@ func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// getReadyz says whether NATS is connected (Redis is only a cache: the
-// API works without it, slower). The answer tells the cache's state too.
-func (s *Server) getReadyz(w http.ResponseWriter, _ *http.Request) error {
+// getReadyz says whether the queue works: NATS connected, and JetStream
+// answering for the work stream (a server without JetStream answers
+// pings while every submit fails). Redis is only a cache: the API works
+// without it, slower; the answer tells the cache's state too.
+func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) error {
 	if !s.nc.IsConnected() {
-		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
+		return notReady(fmt.Errorf("NATS is not connected (%s)", strings.ToLower(s.nc.Status().String())))
+	}
+	if err := s.jetstream.Check(r.Context()); err != nil {
+		return notReady(err)
 	}
 	state, _ := s.cacheState()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "cache": state})
@@ -373,8 +432,13 @@ func (s *Server) getReadyz(w http.ResponseWriter, _ *http.Request) error {
 // gracefully: it stops accepting, ends the streams, and waits up to
 // ShutdownTimeout for the requests in progress. It returns nil after a
 // clean shutdown. Call it once: the streams of the server stay ended. It
-// does not Close the server.
+// does not Close the server. It refuses, with an error wrapping
+// ErrNoToken, a listener on an address other than loopback when the
+// server has no Token, unless AllowNoToken.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.opts.Token == "" && !s.opts.AllowNoToken && !listenerLoopback(ln) {
+		return fmt.Errorf("httpapi: %w", exposedError(ln.Addr().String()))
+	}
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -16,7 +16,11 @@ import (
 const (
 	// ServerDir holds the servers' files, which reveal no password.
 	ServerDir = "server"
-	// NATSConfFile is the nats-server configuration (NATSConf).
+	// NATSServerFile is the nats-server configuration to start a server
+	// with (NATSServerConf): JetStream, and the users of NATSConfFile.
+	NATSServerFile = "nats-server.conf"
+	// NATSConfFile is the users' part of the nats-server configuration
+	// (NATSConf), included by NATSServerFile.
 	NATSConfFile = "nats-users.conf"
 	// RedisACLFile is the Redis ACL file (RedisACL).
 	RedisACLFile = "redis-users.acl"
@@ -39,16 +43,36 @@ type InitOptions struct {
 	// folder and password files (a container's user); the server files
 	// stay readable by all (they hold hashes only).
 	Owner int
+	// Server, when set, is written as the nats-server configuration
+	// (NATSServerFile), replacing the one there. Nil keeps the one there,
+	// or writes the defaults' when there is none.
+	Server *ServerConf
 }
 
 // Init makes dir a roles folder, or brings it up to date: dir/<user>/ holds
 // the passwords of each user (nats_password, redis_password; made at
 // random when missing, kept otherwise), and dir/server/ the NATS and Redis
 // configuration that grants each user its role (NATSConf, RedisACL), made
-// anew from those passwords and n each time. The users are the four
+// anew from those passwords and n each time, and the nats-server
+// configuration that includes the users' (NATSServerConf: written when
+// missing or opts.Server is set, kept otherwise). The users are the four
 // roles', those whose folders dir holds already, and opts.Users. It
 // returns them, sorted by name.
 func Init(dir string, n Names, opts InitOptions) ([]User, error) {
+	var serverConf []byte
+	serverPath := filepath.Join(dir, ServerDir, NATSServerFile)
+	if _, err := os.Stat(serverPath); opts.Server != nil || errors.Is(err, fs.ErrNotExist) {
+		// Made first: a bad setting changes nothing.
+		var c ServerConf
+		if opts.Server != nil {
+			c = *opts.Server
+		}
+		if serverConf, err = NATSServerConf(c); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
 	names := make([]string, 0, len(All)+len(opts.Users))
 	for _, r := range All {
 		names = append(names, string(r))
@@ -110,6 +134,13 @@ func Init(dir string, n Names, opts InitOptions) ([]User, error) {
 	}
 	if err := writeFile(filepath.Join(dir, ServerDir, RedisACLFile), RedisACL(users, n), 0o644); err != nil {
 		return nil, err
+	}
+	// After the users' file it includes, so a server never reads one
+	// without the other.
+	if serverConf != nil {
+		if err := writeFile(serverPath, serverConf, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	return users, nil
 }
