@@ -22,13 +22,16 @@ import (
 // samples are the sample values, as text, of the keys whose values
 // Validate constrains; sample gives the others from the key's type.
 var samples = map[string][3]string{
-	"nats.url":      {"nats://n1:4222", "nats://n2:4222, tls://n3:4443", "n4:4222"},
-	"redis.addrs":   {"r1:6379", "r2:6379, r3:6380", "r4:6379"},
-	"queue.storage": {"memory", "file", "memory"},
-	"log.level":     {"debug", "warn", "error"},
-	"log.format":    {"json", "text", "json"},
-	"metrics.addr":  {":9091", "127.0.0.1:9092", "[::1]:9093"},
-	"serve.addr":    {":8081", "127.0.0.1:8082", "[::1]:8083"},
+	"nats.url":            {"nats://n1:4222", "nats://n2:4222, tls://n3:4443", "n4:4222"},
+	"redis.addrs":         {"r1:6379", "r2:6379, r3:6380", "r4:6379"},
+	"queue.storage":       {"memory", "file", "memory"},
+	"log.level":           {"debug", "warn", "error"},
+	"log.format":          {"json", "text", "json"},
+	"metrics.addr":        {":9091", "127.0.0.1:9092", "[::1]:9093"},
+	"serve.addr":          {":8081", "127.0.0.1:8082", "[::1]:8083"},
+	"serve.allowed_hosts": {"a.example", "b.example:8080, c.example", "[::1]:9"},
+	"serve.allowed_origins": {"https://a.example", "https://b.example, http://c.example:8080",
+		"https://d.example"},
 }
 
 // companions are the settings a key needs beside it to pass Validate.
