@@ -7,8 +7,8 @@
 #   1. the nats CLI (natscli v0.5.0, installed with go install if missing):
 #      `nats micro ls` lists the service, `nats micro info` shows its
 #      endpoints, `nats req P.solve` solves a puzzle, and a bad puzzle gets a
-#      micro error with code 422 (bad JSON on P.submit: 400, an unknown job
-#      on P.status: 404);
+#      micro error with code 422 (bad JSON on P.submit: 400, a job id
+#      without its owner on P.status: 400, an unknown job: 404);
 #   2. the Node.js example (examples/node, `npm ci`) submits 1,000 puzzles
 #      over NATS alone and prints the same lines as `sudoku solve --local`;
 #   3. the examples of docs/protocol.md, run by TestProtocolDoc.
@@ -124,7 +124,8 @@ expect_error() { # subject body code
 expect_error "$prefix.solve" "123" 422
 expect_error "$prefix.solve" "11...............1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7..." 422
 expect_error "$prefix.submit" '{"puzzles": "not a list"}' 400
-expect_error "$prefix.status" "0123456789abcdefghijklmnop" 404
+expect_error "$prefix.status" "0123456789abcdefghijklmnop" 400 # a serial without its owner
+expect_error "$prefix.status" "anonymous.0123456789abcdefghijklmnop" 404
 
 # 2. The Node.js example, on 1,000 puzzles: every outcome, a grid, repeats.
 in=$work/puzzles.txt

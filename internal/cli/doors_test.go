@@ -228,6 +228,7 @@ func TestSubmittedPlurals(t *testing.T) {
 func TestNotAJobID(t *testing.T) {
 	newQueueEnv(t)
 	gone := job.NewID(job.DefaultOwner)
+	_, serial, _ := job.SplitID(gone) // an id without its owner is none
 	for _, tc := range []struct {
 		args   []string
 		code   int
@@ -237,6 +238,8 @@ func TestNotAJobID(t *testing.T) {
 		{[]string{"job", "status", "NONSENSE"}, ExitUsage, `"NONSENSE" is not a job id`},
 		{[]string{"job", "wait", "x.y"}, ExitUsage, `"x.y" is not a job id`},
 		{[]string{"job", "rm", gone, "nonsense"}, ExitUsage, `"nonsense" is not a job id`},
+		{[]string{"job", "status", serial}, ExitUsage, `"` + serial + `" is not a job id`},
+		{[]string{"job", "wait", "." + serial}, ExitUsage, `"` + "." + serial + `" is not a job id`},
 		{[]string{"job", "rm", gone}, ExitFailure, "no job " + gone},
 		{[]string{"job", "status", gone}, ExitFailure, "no job " + gone},
 	} {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 )
 
@@ -175,8 +176,10 @@ func TestMessagesForPeople(t *testing.T) {
 		{"format", nil, []string{"get", "--format", "xml", unique}, ExitUsage, "sudoku get: --format \"xml\": want text or jsonl\n"},
 		{"NATS down", nil, []string{"job", "list", "--nats-url", "nats://" + dead}, ExitFailure, "sudoku job list: cannot connect to NATS at nats://" + dead},
 		{"Redis down", nil, []string{"get", "--redis-addrs", dead, unique}, ExitFailure, "sudoku get: Redis at " + dead},
-		{"unknown job", embedded, []string{"job", "status", "06h2n0000000000000000nojob"}, ExitFailure,
-			"sudoku job status: no job 06h2n0000000000000000nojob (never submitted, removed, or expired)\n"},
+		{"unknown job", embedded, []string{"job", "status", "anonymous.06h2n0000000000000000nojob"}, ExitFailure,
+			"sudoku job status: no job anonymous.06h2n0000000000000000nojob (never submitted, removed, or expired)\n"},
+		{"not a job id", nil, []string{"job", "status", "06h2n0000000000000000nojob"}, ExitUsage,
+			"sudoku job status: \"06h2n0000000000000000nojob\" is not a job id: " + job.IDForm + "; 'sudoku job list' lists the jobs\n"},
 		{"no worker", embedded, []string{"get", "--solve", unique}, ExitFailure, "sudoku get: no worker is running on this queue (none serves sudoku.solve)\n"},
 		{"not cached", embedded, []string{"get", "--solve=false", "--redis-addrs", testenv.RedisAddr(), strings.Repeat("0", 64)}, ExitFailure,
 			"sudoku get: key " + strings.Repeat("0", 64) + " is not in the cache\n"},

@@ -30,7 +30,7 @@ func TestSettingsNeverRewriteTheStreams(t *testing.T) {
 		return st.CachedInfo()
 	}
 	before := info(q.Opts.ResultsStream()).Config.MaxAge
-	results := q.Opts.ResultSubject("0123456789abcdefghijklmnop", 0)
+	results := q.Opts.ResultSubject("alice.0123456789abcdefghijklmnop", 0)
 	if _, err := q.JS.Publish(ctx, results, []byte("kept")); err != nil {
 		t.Fatal(err)
 	}

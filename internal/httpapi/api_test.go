@@ -384,9 +384,10 @@ func TestJobErrors(t *testing.T) {
 		path, code string
 		status     int
 	}{
-		{"/v1/jobs/06h2mh3754tcuefvcl1uu48cpo", CodeJobNotFound, 404},
-		{"/v1/jobs/06h2mh3754tcuefvcl1uu48cpo/results", CodeJobNotFound, 404},
+		{"/v1/jobs/anonymous.06h2mh3754tcuefvcl1uu48cpo", CodeJobNotFound, 404},
+		{"/v1/jobs/anonymous.06h2mh3754tcuefvcl1uu48cpo/results", CodeJobNotFound, 404},
 		{"/v1/jobs/NOT-A-JOB", CodeBadJobID, 400},
+		{"/v1/jobs/06h2mh3754tcuefvcl1uu48cpo", CodeBadJobID, 400}, // no owner
 		{"/v1/jobs/x%7Dy/results", CodeBadJobID, 400},
 		{"/v1/jobs?limit=0", CodeBadRequest, 400},
 		{"/v1/jobs?limit=x", CodeBadRequest, 400},
@@ -815,7 +816,7 @@ func TestMetrics(t *testing.T) {
 	e.post("/v1/solve", puzzle1)
 	e.post("/v1/solve", puzzle1)
 	e.post("/v1/solve", "bad")
-	e.get("/v1/jobs/06h2mh3754tcuefvcl1uu48cpo")
+	e.get("/v1/jobs/anonymous.06h2mh3754tcuefvcl1uu48cpo")
 	e.get("/v1/nothing")
 	res, data := e.get("/metrics")
 	if res.StatusCode != 200 {
@@ -1287,13 +1288,19 @@ func TestJSONLines(t *testing.T) {
 	}
 }
 
-// TestJobIDs checks which ids the job routes take for one: 1 to 64
+// TestJobIDs checks which ids the job routes take for one: an owner (1
+// to 64 letters, digits, '_' or '-'), a dot, and a serial of 1 to 32
 // characters of lower-case base32hex (job.NewID's), others a 400.
 func TestJobIDs(t *testing.T) {
 	e := newEnv(t, envOptions{noWorker: true})
 	for id, valid := range map[string]bool{
-		"06h2mh3754tcuefvcl1uu48cpo": true, "A": false, "x}": false, "w": false, "06H2MH": false,
-		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false, "v": true,
+		"anonymous.06h2mh3754tcuefvcl1uu48cpo": true, "anonymous.v": true, "Ann_9-x.0": true,
+		strings.Repeat("a", 64) + "." + strings.Repeat("v", 32): true,
+		// No owner, no serial, or one of them wrong.
+		"06h2mh3754tcuefvcl1uu48cpo": false, "v": false, "A": false, "x}": false,
+		".06h2mh3754tcuefvcl1uu48cpo": false, "anonymous.": false, "anonymous.w": false, "anonymous.06H2MH": false,
+		"anonymous.06h2.mh37": false, "an on.v": false, "an}on.v": false,
+		strings.Repeat("a", 65) + ".v": false, "anonymous." + strings.Repeat("v", 33): false,
 	} {
 		for _, suffix := range []string{"", "/results"} {
 			res, data := e.get("/v1/jobs/" + url.PathEscape(id) + suffix)
@@ -1307,9 +1314,9 @@ func TestJobIDs(t *testing.T) {
 }
 
 func ExampleError() {
-	e := errorf(http.StatusNotFound, CodeJobNotFound, "no job %s", "06h2")
+	e := errorf(http.StatusNotFound, CodeJobNotFound, "no job %s", "anonymous.06h2")
 	fmt.Println(e)
-	// Output: job_not_found: no job 06h2
+	// Output: job_not_found: no job anonymous.06h2
 }
 
 func TestHotCache(t *testing.T) {
@@ -1349,7 +1356,7 @@ func TestHotCache(t *testing.T) {
 func TestJobsListSkipsABrokenRecord(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.submit("text/plain", strings.Join(jobLines(t, 3), "\n"), "")
-	if _, err := e.q.Jobs.Put(context.Background(), "vvvvvvvvvvvvvvvvvvvvvvvvvv", []byte("not a record")); err != nil {
+	if _, err := e.q.Jobs.Put(context.Background(), "anonymous.vvvvvvvvvvvvvvvvvvvvvvvvvv", []byte("not a record")); err != nil {
 		t.Fatal(err)
 	}
 	res, data := e.get("/v1/jobs")

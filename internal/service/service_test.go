@@ -334,8 +334,13 @@ func TestErrors(t *testing.T) {
 		{"status nothing", tq.Opts.StatusSubject(), "", queue.CodeBadRequest, `job id ""`},
 		{"status bad id", tq.Opts.StatusSubject(), "NOT-AN-ID", queue.CodeBadRequest, `job id "NOT-AN-ID"`},
 		{"status bad JSON", tq.Opts.StatusSubject(), `{"id": "x"}`, queue.CodeBadRequest, `unknown field "id"`},
-		{"status unknown job", tq.Opts.StatusSubject(), "0123456789abcdefghijklmnop", queue.CodeNotFound, "no job 0123456789abcdefghijklmnop"},
-		{"status unknown job JSON", tq.Opts.StatusSubject(), `{"job": "0123456789abcdefghijklmnop"}`, queue.CodeNotFound, "never submitted"},
+		{"status id without owner", tq.Opts.StatusSubject(), "0123456789abcdefghijklmnop", queue.CodeBadRequest,
+			`job id "0123456789abcdefghijklmnop"`},
+		{"status id without serial", tq.Opts.StatusSubject(), "anonymous.", queue.CodeBadRequest, `job id "anonymous."`},
+		{"status unknown job", tq.Opts.StatusSubject(), "anonymous.0123456789abcdefghijklmnop", queue.CodeNotFound,
+			"no job anonymous.0123456789abcdefghijklmnop"},
+		{"status unknown job JSON", tq.Opts.StatusSubject(), `{"job": "anonymous.0123456789abcdefghijklmnop"}`, queue.CodeNotFound,
+			"never submitted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, se := request(t, tq.NC, tc.subject, tc.body)
