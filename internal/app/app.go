@@ -111,6 +111,7 @@ func QueueOptions(c config.QueueConfig, retention time.Duration) queue.Options {
 		DLQStream:       c.DLQStream,
 		MaxBytes:        c.MaxBytes,
 		ResultsMaxBytes: c.ResultsMaxBytes,
+		JobsMaxBytes:    c.JobsMaxBytes,
 		DLQMaxAge:       c.DLQMaxAge,
 		DLQMaxBytes:     c.DLQMaxBytes,
 	}

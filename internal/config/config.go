@@ -193,7 +193,12 @@ type QueueConfig struct {
 	// dead-lettered) rather than drop stored ones. Their age is bounded
 	// by job.result_ttl. 0: no bound.
 	ResultsMaxBytes int64 `mapstructure:"results_max_bytes"`
-	// Consumer is the durable pull consumer all workers share.
+	// JobsMaxBytes bounds the jobs bucket (records and manifests); when
+	// full it refuses new jobs rather than lose a record. Each value is
+	// bounded too (queue.MaxRecordBytes). 0: no bound.
+	JobsMaxBytes int64 `mapstructure:"jobs_max_bytes"`
+	// Consumer is the base name of the lanes' durable pull consumers
+	// (<consumer>-<owner>-<priority>-<slot>).
 	Consumer string `mapstructure:"consumer"`
 	// AckWait is how long a delivered message may stay unacknowledged
 	// before the server redelivers it; workers send progress heartbeats
@@ -357,6 +362,7 @@ func Default() *Config {
 			DLQStream:         q.DLQStream,
 			MaxBytes:          1 << 30,
 			ResultsMaxBytes:   4 << 30,
+			JobsMaxBytes:      256 << 20,
 			DLQMaxAge:         7 * 24 * time.Hour,
 			DLQMaxBytes:       1 << 30,
 			PublishMaxPending: 256,

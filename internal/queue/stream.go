@@ -88,6 +88,10 @@ type Options struct {
 	// ResultsMaxBytes bounds the results stream (0: no bound); full, it
 	// refuses new results rather than drop stored ones.
 	ResultsMaxBytes int64
+	// JobsMaxBytes bounds the jobs bucket (0: no bound); full, it refuses
+	// new records rather than drop stored ones. Each value is at most
+	// MaxRecordBytes, whatever it is.
+	JobsMaxBytes int64
 	// DLQMaxAge drops dead letters older than this (0: never).
 	DLQMaxAge time.Duration
 	// DLQMaxBytes bounds the dead-letter stream (0: no bound); full, its
@@ -392,15 +396,22 @@ func (o Options) wanted() []wanted {
 			Discard:     jetstream.DiscardOld, // the newest dead letters matter most
 		}},
 		{bucket: &jetstream.KeyValueConfig{
-			Bucket:      o.JobsBucket(),
-			Description: "sudoku-queue: job records and manifests",
-			History:     1,
-			TTL:         o.Retention,
-			Storage:     storage,
-			Replicas:    o.Replicas,
+			Bucket:       o.JobsBucket(),
+			Description:  "sudoku-queue: job records and manifests",
+			History:      1,
+			TTL:          o.Retention,
+			MaxBytes:     limitBytes(o.JobsMaxBytes),
+			MaxValueSize: MaxRecordBytes,
+			Storage:      storage,
+			Replicas:     o.Replicas,
 		}},
 	}
 }
+
+// MaxRecordBytes bounds a value of the jobs bucket: a record (whose
+// bitmap of batches done takes a byte per 8 batches: 100 million puzzles
+// in batches of 4,096 take 3 kB) or a manifest (16 digests).
+const MaxRecordBytes = 1 << 20
 
 // limitBytes is a stream's max_bytes for a bound of n bytes (0: none).
 func limitBytes(n int64) int64 {
@@ -472,6 +483,7 @@ func bucketStream(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
 		MaxMsgsPerSubject: int64(max(1, cfg.History)),
 		MaxAge:            cfg.TTL,
 		MaxBytes:          cfg.MaxBytes,
+		MaxMsgSize:        cfg.MaxValueSize,
 		Storage:           cfg.Storage,
 		Replicas:          cfg.Replicas,
 		Discard:           jetstream.DiscardNew, // as jetstream.CreateKeyValue makes it
