@@ -215,6 +215,68 @@ func TestPriorityShares(t *testing.T) {
 	}
 }
 
+// submitAs submits puzzles as owner, in batches of size, with priority p.
+func (e *env) submitAs(owner string, puzzles []string, size int, p job.Priority) string {
+	e.t.Helper()
+	pr := producer.New(e.q.Queue, e.cache, producer.Options{BatchSize: size, FirstBatch: size, Priority: p, Owner: owner, Logger: quiet})
+	sub, err := pr.Submit(context.Background(), input.NewReader(strings.NewReader(strings.Join(puzzles, "\n"))))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sub.ID
+}
+
+// TestOwnerShares checks that turns are between owners, not jobs: alice,
+// who split her work into ten jobs, and bob, with one, each get half of a
+// worker's batches, whatever the number of jobs; and an owner's high
+// priority weighs against another owner as its weight.
+func TestOwnerShares(t *testing.T) {
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+	owner := map[string]string{}
+	for i := range 10 {
+		owner[e.submitAs("alice", puzzles[i*10:(i+1)*10], 2, job.PriorityNormal)] = "alice" // 5 batches each
+	}
+	owner[e.submitAs("bob", puzzles[100:200], 2, job.PriorityNormal)] = "bob" // 50 batches
+	owner[e.submitAs("carol", puzzles[200:300], 2, job.PriorityHigh)] = "carol"
+	var o order
+	e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
+	const n = 48
+	got := o.wait(t, n, 30*time.Second)[:n]
+	share := map[string]int{}
+	for _, h := range got {
+		share[owner[h.job]]++
+	}
+	// Weights 2 (alice), 2 (bob), 4 (carol, high): 12, 12 and 24 of 48.
+	for who, want := range map[string]int{"alice": 12, "bob": 12, "carol": 24} {
+		if d := share[who] - want; d < -2 || d > 2 {
+			t.Errorf("%s got %d of the first %d batches, want %d±2 (shares %v)", who, share[who], n, want, share)
+		}
+	}
+	for id := range owner {
+		e.follow(id, 60*time.Second)
+	}
+}
+
+// TestSmallJobBesideItsOwnersLargeOne checks that an owner's small job
+// does not wait for the owner's own large job queued before it: they are
+// in different lanes, which take turns.
+func TestSmallJobBesideItsOwnersLargeOne(t *testing.T) {
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+	big := e.submitAs("alice", puzzles[:200], 2, job.PriorityNormal) // 100 batches
+	small := e.submitAs("alice", puzzles[200:202], 2, job.PriorityNormal)
+	var o order
+	e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
+	got := o.wait(t, 6, 30*time.Second)
+	pos := slices.IndexFunc(got, func(h handled) bool { return h.job == small })
+	if pos < 0 || pos > 3 {
+		t.Errorf("alice's small job's batch was taken %dth, want among the first 4, beside her large job's: %v", pos+1, got)
+	}
+	e.follow(small, 30*time.Second)
+	e.follow(big, 60*time.Second)
+}
+
 // TestCancel checks that a cancelled job's pending work leaves the queue
 // at once, that no batch of it goes to the dead letters, that its counts
 // are exactly what was done, and that its results so far are readable.
