@@ -1,28 +1,38 @@
 // Package service lets a client in any language run a bulk job over NATS
-// alone: it builds the submit and status endpoints that every worker adds
-// to its NATS micro service "sudoku", beside solve (see worker.Options.
-// Endpoints, and docs/protocol.md for the protocol).
+// alone: it builds the submit, status and cancel endpoints that every
+// worker adds to its NATS micro service "sudoku", beside solve (see
+// worker.Options.Endpoints, and docs/protocol.md for the protocol).
 //
 // Each endpoint's subject ends with the caller's name (P.submit.<caller>,
-// ...), which NATS permissions (internal/roles) hold each user to: the
-// job submitted belongs to the caller, and status and cancel answer only
-// a caller that owns the job, or one whose role acts for others (admin,
-// gateway; reader for status alone).
+// P.status.<caller>, P.cancel.<caller>), which NATS permissions
+// (internal/roles) hold each user to: with roles on, a user may publish
+// only on its own name's subjects. The job submitted belongs to the
+// caller (its id is "<caller>.<serial>"), and status and cancel answer
+// only a caller that owns the job, or one whose role acts for others
+// (producer.MayTouch: admin and gateway may read and cancel any job,
+// reader may read any). With roles off the caller is whatever name the
+// client puts in the subject: a name, not a proof.
 //
-//   - submit (queue.Options.SubmitSubject, P.submit.<caller>): the request is the
-//     puzzles as text, or a JSON queue.SubmitRequest; the worker that
-//     gets it submits the job as producer.Submit does and replies with a
-//     queue.SubmitReply: the job's id, its counts, and where its results
-//     appear (a message per batch in the results stream, in the JSON form
-//     unless the request asked for the binary one).
-//   - status (P.status.<caller>): the request is a job id, as text or a JSON
-//     queue.StatusRequest; the reply is a queue.StatusReply (from
+//   - submit (queue.Options.SubmitSubject, P.submit.<caller>): the
+//     request is the puzzles as text, or a JSON queue.SubmitRequest; the
+//     worker that gets it submits the job for the caller as
+//     producer.Submit does, within the caller's quotas
+//     (producer.Options.Quota), and replies with a queue.SubmitReply:
+//     the job's id, its counts, and where its results appear (a message
+//     per batch in the results stream, in the JSON form unless the
+//     request asked for the binary one).
+//   - status (P.status.<caller>): the request is a job id, as text or a
+//     JSON queue.StatusRequest; the reply is a queue.StatusReply (from
 //     producer.JobStatus).
+//   - cancel (P.cancel.<caller>): the request is a job id, as for status;
+//     the job is cancelled (producer.Cancel) and the reply is its status.
 //
 // A refused request gets a micro error: the Nats-Service-Error-Code
 // header holds one of the queue.Code* codes and Nats-Service-Error says
-// what is wrong. Each worker handles one request of each endpoint at a
-// time; the workers share the requests (the micro service's queue group).
+// what is wrong: queue.CodeForbidden (403) names the caller, the job's
+// owner and what was refused; queue.CodeQuota (429) names the quota and
+// its value. Each worker handles one request of each endpoint at a time;
+// the workers share the requests (the micro service's queue group).
 package service
 
 import (
@@ -63,11 +73,12 @@ const (
 	statusTimeout = 30 * time.Second
 )
 
-// Endpoints returns the submit and status endpoints of the micro service
-// for q: jobs are submitted as producer.New(q, c, opts) would (c may be
-// nil: no cache), each request's options (first, force, json_results)
-// replacing opts' own. log receives a line per job submitted (nil:
-// slog.Default()).
+// Endpoints returns the submit, status and cancel endpoints of the micro
+// service for q: jobs are submitted as producer.New(q, c, opts) would (c
+// may be nil: no cache), for the caller (opts.Owner is the subject's last
+// token), each request's options (first, force, json_results, priority)
+// replacing opts' own; opts.Quota and opts.Usage bound what each owner
+// may queue. log receives a line per job submitted (nil: slog.Default()).
 func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.Logger) []worker.Endpoint {
 	if log == nil {
 		log = slog.Default()
@@ -86,7 +97,7 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 			Name:    SubmitEndpoint,
 			Subject: q.Opts.SubmitSubject("*"),
 			Handler: micro.HandlerFunc(h.submit),
-			Metadata: meta(`submit a bulk job: the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
+			Metadata: meta(`submit a bulk job owned by the caller (the subject's last token): the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
 				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true, "priority": "normal"} (results in JSON unless json_results is false; priority low, normal or high); ` +
 				`the reply is JSON: the job id, its counts and where its results appear`),
 		},
@@ -94,13 +105,13 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 			Name:     StatusEndpoint,
 			Subject:  q.Opts.StatusSubject("*"),
 			Handler:  micro.HandlerFunc(h.status),
-			Metadata: meta(`a job's state and counts: the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
+			Metadata: meta(`a job's state and counts, for its owner (the subject's last token) or a role that reads others': the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
 		},
 		{
 			Name:    CancelEndpoint,
 			Subject: q.Opts.CancelSubject("*"),
 			Handler: micro.HandlerFunc(h.cancel),
-			Metadata: meta(`cancel a job: its work not yet done leaves the queue, its results so far stay readable; ` +
+			Metadata: meta(`cancel a job of the caller's (the subject's last token; admin and gateway: anyone's): its work not yet done leaves the queue, its results so far stay readable; ` +
 				`the body is the job id, or JSON {"job": "..."}; the reply is the job's status, as the status endpoint's`),
 		},
 	}
@@ -154,7 +165,7 @@ func (h *handler) submit(req micro.Request) {
 		refuse(req, codeOf(err), desc, data)
 		return
 	}
-	h.log.Info("job submitted over NATS", "job", sub.ID, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
+	h.log.Info("job submitted over NATS", "job", sub.ID, "owner", opts.Owner, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
 	respond(req, &sub)
 }
 
@@ -232,7 +243,12 @@ func (h *handler) answerJob(req micro.Request, write bool, do func(ctx context.C
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
 		return
 	}
-	if err := producer.MayTouch(queue.Caller(req.Subject()), id, write); err != nil {
+	caller := queue.Caller(req.Subject())
+	if err := job.CheckOwner(caller); err != nil {
+		refuse(req, queue.CodeBadRequest, "the subject's last token names the caller: "+err.Error(), nil)
+		return
+	}
+	if err := producer.MayTouch(caller, id, write); err != nil {
 		refuse(req, queue.CodeForbidden, err.Error(), nil)
 		return
 	}

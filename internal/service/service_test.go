@@ -31,10 +31,13 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // startWorker runs a worker of q with the service's endpoints until the
-// test ends.
+// test ends. As 'sudoku worker' does (internal/cli's serviceEndpoints),
+// the endpoints ask the worker for an owner's usage, for its quotas.
 func startWorker(t *testing.T, nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts producer.Options) {
 	t.Helper()
-	w := worker.New(nc, q, c, worker.Options{Concurrency: 2, Logger: quiet, Endpoints: Endpoints(q, c, opts, quiet)})
+	var w *worker.Worker
+	opts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
+	w = worker.New(nc, q, c, worker.Options{Concurrency: 2, Logger: quiet, Endpoints: Endpoints(q, c, opts, quiet)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -227,13 +230,16 @@ func TestSubmit(t *testing.T) {
 				{"binary", `{"puzzles": ["` + puzzles[1] + `"], "json_results": false}`, nil, false, queue.FormBinary, 0},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					data, se := request(t, tq.NC, tq.Opts.SubmitSubject(), tc.body)
+					data, se := request(t, tq.NC, tq.Opts.SubmitSubject("alice"), tc.body)
 					if se != nil {
 						t.Fatalf("submit: %v", se)
 					}
 					var rep producer.Submitted
 					if err := json.Unmarshal(data, &rep); err != nil {
 						t.Fatalf("submit reply %s: %v", data, err)
+					}
+					if !strings.HasPrefix(rep.ID, "alice.") {
+						t.Fatalf("submit as alice: job id %q, want alice.<serial>: the caller owns the job", rep.ID)
 					}
 					want := queue.ResultsInfo{Stream: tq.Opts.ResultsStream(), Filter: tq.Opts.ResultsFilter(rep.ID), Form: tc.form,
 						StartSeq: max(1, rep.Results.StartSeq)}
@@ -256,7 +262,7 @@ func TestSubmit(t *testing.T) {
 					// results are stored, when they are counted).
 					var st producer.Status
 					for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-						data, se = request(t, tq.NC, tq.Opts.StatusSubject(), rep.ID)
+						data, se = request(t, tq.NC, tq.Opts.StatusSubject("alice"), rep.ID)
 						if se != nil {
 							t.Fatalf("status: %v", se)
 						}
@@ -312,7 +318,7 @@ func diff(got, want []string) string {
 func TestErrors(t *testing.T) {
 	tq := testenv.NewQueue(t, "embedded", queue.Options{})
 	startWorker(t, tq.NC, tq.Queue, nil, producer.Options{Logger: quiet})
-	data, se := request(t, tq.NC, tq.Opts.SubmitSubject(), `{"puzzles": ["`+strings.Repeat(".", 81)+`"]}`)
+	data, se := request(t, tq.NC, tq.Opts.SubmitSubject("anonymous"), `{"puzzles": ["`+strings.Repeat(".", 81)+`"]}`)
 	if se != nil {
 		t.Fatal(se)
 	}
@@ -324,22 +330,29 @@ func TestErrors(t *testing.T) {
 		name, subject, body string
 		code, says          string
 	}{
-		{"submit nothing", tq.Opts.SubmitSubject(), "", queue.CodeBadRequest, "no puzzle"},
-		{"submit comments", tq.Opts.SubmitSubject(), "# nothing\n\n", queue.CodeBadRequest, "no puzzle"},
-		{"submit no puzzles", tq.Opts.SubmitSubject(), `{"first": true}`, queue.CodeBadRequest, `"puzzles" is missing`},
-		{"submit empty puzzles", tq.Opts.SubmitSubject(), `{"puzzles": ["", "#"]}`, queue.CodeBadRequest, "no puzzle"},
-		{"submit bad JSON", tq.Opts.SubmitSubject(), `{"puzzles": "x"}`, queue.CodeBadRequest, "cannot unmarshal"},
-		{"submit unknown field", tq.Opts.SubmitSubject(), `{"puzzle": ["x"]}`, queue.CodeBadRequest, `unknown field "puzzle"`},
-		{"submit trailing data", tq.Opts.SubmitSubject(), `{"puzzles": ["x"]} {}`, queue.CodeBadRequest, "after the JSON object"},
-		{"status nothing", tq.Opts.StatusSubject(), "", queue.CodeBadRequest, `job id ""`},
-		{"status bad id", tq.Opts.StatusSubject(), "NOT-AN-ID", queue.CodeBadRequest, `job id "NOT-AN-ID"`},
-		{"status bad JSON", tq.Opts.StatusSubject(), `{"id": "x"}`, queue.CodeBadRequest, `unknown field "id"`},
-		{"status id without owner", tq.Opts.StatusSubject(), "0123456789abcdefghijklmnop", queue.CodeBadRequest,
+		{"submit nothing", tq.Opts.SubmitSubject("anonymous"), "", queue.CodeBadRequest, "no puzzle"},
+		{"submit comments", tq.Opts.SubmitSubject("anonymous"), "# nothing\n\n", queue.CodeBadRequest, "no puzzle"},
+		{"submit no puzzles", tq.Opts.SubmitSubject("anonymous"), `{"first": true}`, queue.CodeBadRequest, `"puzzles" is missing`},
+		{"submit empty puzzles", tq.Opts.SubmitSubject("anonymous"), `{"puzzles": ["", "#"]}`, queue.CodeBadRequest, "no puzzle"},
+		{"submit bad JSON", tq.Opts.SubmitSubject("anonymous"), `{"puzzles": "x"}`, queue.CodeBadRequest, "cannot unmarshal"},
+		{"submit unknown field", tq.Opts.SubmitSubject("anonymous"), `{"puzzle": ["x"]}`, queue.CodeBadRequest, `unknown field "puzzle"`},
+		{"submit trailing data", tq.Opts.SubmitSubject("anonymous"), `{"puzzles": ["x"]} {}`, queue.CodeBadRequest, "after the JSON object"},
+		{"status nothing", tq.Opts.StatusSubject("anonymous"), "", queue.CodeBadRequest, `job id ""`},
+		{"status bad id", tq.Opts.StatusSubject("anonymous"), "NOT-AN-ID", queue.CodeBadRequest, `job id "NOT-AN-ID"`},
+		{"status bad JSON", tq.Opts.StatusSubject("anonymous"), `{"id": "x"}`, queue.CodeBadRequest, `unknown field "id"`},
+		{"status id without owner", tq.Opts.StatusSubject("anonymous"), "0123456789abcdefghijklmnop", queue.CodeBadRequest,
 			`job id "0123456789abcdefghijklmnop"`},
-		{"status id without serial", tq.Opts.StatusSubject(), "anonymous.", queue.CodeBadRequest, `job id "anonymous."`},
-		{"status unknown job", tq.Opts.StatusSubject(), "anonymous.0123456789abcdefghijklmnop", queue.CodeNotFound,
+		{"status id without serial", tq.Opts.StatusSubject("anonymous"), "anonymous.", queue.CodeBadRequest, `job id "anonymous."`},
+		{"status unknown job", tq.Opts.StatusSubject("anonymous"), "anonymous.0123456789abcdefghijklmnop", queue.CodeNotFound,
 			"no job anonymous.0123456789abcdefghijklmnop"},
-		{"status unknown job JSON", tq.Opts.StatusSubject(), `{"job": "anonymous.0123456789abcdefghijklmnop"}`, queue.CodeNotFound,
+		{"submit bad caller", tq.Opts.SubmitSubject("al%ice"), `{"puzzles": ["x"]}`, queue.CodeBadRequest,
+			`the subject's last token names the job's owner: owner "al%ice"`},
+		{"status bad caller", tq.Opts.StatusSubject("al%ice"), rep.ID, queue.CodeBadRequest, `the subject's last token names the caller`},
+		{"cancel bad caller", tq.Opts.CancelSubject("al%ice"), rep.ID, queue.CodeBadRequest, `the subject's last token names the caller`},
+		{"cancel bad id", tq.Opts.CancelSubject("anonymous"), "NOT-AN-ID", queue.CodeBadRequest, `job id "NOT-AN-ID"`},
+		{"cancel unknown job", tq.Opts.CancelSubject("anonymous"), "anonymous.0123456789abcdefghijklmnop", queue.CodeNotFound,
+			"no job anonymous.0123456789abcdefghijklmnop"},
+		{"status unknown job JSON", tq.Opts.StatusSubject("anonymous"), `{"job": "anonymous.0123456789abcdefghijklmnop"}`, queue.CodeNotFound,
 			"never submitted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +364,7 @@ func TestErrors(t *testing.T) {
 	}
 	// A job known: its status, as text and as JSON.
 	for _, body := range []string{rep.ID, " " + rep.ID + "\n", `{"job": "` + rep.ID + `"}`} {
-		data, se := request(t, tq.NC, tq.Opts.StatusSubject(), body)
+		data, se := request(t, tq.NC, tq.Opts.StatusSubject("anonymous"), body)
 		var st producer.Status
 		if se != nil || json.Unmarshal(data, &st) != nil || st.ID != rep.ID || st.Lines != 1 {
 			t.Errorf("status %q: %s, %v", body, data, se)
@@ -391,8 +404,8 @@ func TestMetadata(t *testing.T) {
 			t.Errorf("endpoint %s: no description", e.Name)
 		}
 	}
-	want := map[string]string{"solve": tq.Opts.SolveSubject(), "submit": tq.Opts.SubmitSubject(),
-		"status": tq.Opts.StatusSubject(), "cancel": tq.Opts.CancelSubject()}
+	want := map[string]string{"solve": tq.Opts.SolveSubject(), "submit": tq.Opts.SubmitSubject("*"),
+		"status": tq.Opts.StatusSubject("*"), "cancel": tq.Opts.CancelSubject("*")}
 	if fmt.Sprint(subjects) != fmt.Sprint(want) {
 		t.Errorf("endpoints %v, want %v", subjects, want)
 	}
