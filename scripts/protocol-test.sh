@@ -6,11 +6,17 @@
 # after 10 minutes):
 #   1. the nats CLI (natscli v0.5.0, installed with go install if missing):
 #      `nats micro ls` lists the service, `nats micro info` shows its
-#      endpoints, `nats req P.solve` solves a puzzle, and a bad puzzle gets a
-#      micro error with code 422 (bad JSON on P.submit: 400, a job id
-#      without its owner on P.status: 400, an unknown job: 404);
+#      endpoints (submit, status and cancel on P.<endpoint>.*, the last
+#      token naming the caller), `nats req P.solve` solves a puzzle, and a
+#      bad puzzle gets a micro error with code 422 (bad JSON on
+#      P.submit.anonymous: 400, a job id without its owner on
+#      P.status.anonymous: 400, an unknown job: 404);
 #   2. the Node.js example (examples/node, `npm ci`) submits 1,000 puzzles
-#      over NATS alone and prints the same lines as `sudoku solve --local`;
+#      over NATS alone as the owner $SUDOKU_OWNER and prints the same lines
+#      as `sudoku solve --local`; its job's id names the owner, and another
+#      caller's status and cancel of it are refused (403) while the owner's
+#      status answers; a submission over the worker's quota.lines_pending
+#      is refused (429) naming the quota;
 #   3. the examples of docs/protocol.md, run by TestProtocolDoc.
 # Needs go, node and npm (Debian: apt-get install -y nodejs npm), and the
 # shared NATS (SUDOKU_TEST_NATS_URL, default nats://127.0.0.1:4222). Every
@@ -77,7 +83,9 @@ go build -o "$work/sudoku" ./cmd/sudoku
 # A worker on its own queue.
 # Batches of 64 puzzles, so that the results of a job come in several
 # messages, in the order the worker's two goroutines finish them.
-SUDOKU_QUEUE_BATCH_SIZE=64 "$work/sudoku" worker --worker-concurrency 2 >"$work/worker.log" 2>&1 &
+# quota.lines_pending 1,500: the Node.js example's 1,000 lines pass, 1,600
+# lines do not.
+SUDOKU_QUEUE_BATCH_SIZE=64 SUDOKU_QUOTA_LINES_PENDING=1500 "$work/sudoku" worker --worker-concurrency 2 >"$work/worker.log" 2>&1 &
 worker_pid=$!
 # Its micro service instance: the one whose endpoints carry this prefix.
 instance() {
@@ -100,11 +108,12 @@ say "worker up on prefix $prefix: micro service instance $sid"
 nats micro ls >"$work/ls.txt" 2>&1
 grep -q "sudoku" "$work/ls.txt" && grep -q "$sid" "$work/ls.txt" || { cat "$work/ls.txt"; die "'nats micro ls' does not list sudoku $sid"; }
 nats micro info sudoku "$sid" >"$work/info.txt" 2>&1
-for e in solve submit status; do
-  grep -Eq "Subject: $prefix\\.$e\$" "$work/info.txt" || { cat "$work/info.txt"; die "'nats micro info sudoku $sid' does not show the $e endpoint on $prefix.$e"; }
+grep -Eq "Subject: $prefix\\.solve\$" "$work/info.txt" || { cat "$work/info.txt"; die "'nats micro info sudoku $sid' does not show the solve endpoint on $prefix.solve"; }
+for e in submit status cancel; do
+  grep -Eq "Subject: $prefix\\.$e\\.\\*\$" "$work/info.txt" || { cat "$work/info.txt"; die "'nats micro info sudoku $sid' does not show the $e endpoint on $prefix.$e.*"; }
 done
 grep -Eq "subject_prefix: $prefix\$" "$work/info.txt" || { cat "$work/info.txt"; die "'nats micro info' shows no subject_prefix metadata"; }
-say "nats micro ls/info: the service and its endpoints solve, submit, status"
+say "nats micro ls/info: the service and its endpoints solve, submit.*, status.*, cancel.*"
 
 puzzle=.................1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7...
 want=$(echo "$puzzle" | "$work/sudoku" solve --local - 2>/dev/null)
@@ -115,17 +124,19 @@ got=$(printf '%s' "$reply" | node -e '
 [ "$got" = "$want" ] || die "nats req $prefix.solve: $reply, want the solution $want"
 say "nats req $prefix.solve: unique, $got"
 
-expect_error() { # subject body code
-  local out
+expect_error() { # subject body code [words the description must hold]
+  local out desc
   out=$(nats req --timeout 10s "$1" "$2" 2>&1)
   grep -q "Nats-Service-Error-Code: $3" <<<"$out" || { echo "$out"; die "nats req $1 '$2': no micro error with code $3"; }
-  say "nats req $1 '$2': error $3: $(sed -n 's/.*Nats-Service-Error: //p' <<<"$out")"
+  desc=$(sed -n 's/.*Nats-Service-Error: //p' <<<"$out")
+  [ -z "${4:-}" ] || grep -qF -- "$4" <<<"$desc" || die "nats req $1 '$2': error $3 says '$desc', not '$4'"
+  say "nats req $1 '$2': error $3: $desc"
 }
 expect_error "$prefix.solve" "123" 422
 expect_error "$prefix.solve" "11...............1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7..." 422
-expect_error "$prefix.submit" '{"puzzles": "not a list"}' 400
-expect_error "$prefix.status" "0123456789abcdefghijklmnop" 400 # a serial without its owner
-expect_error "$prefix.status" "anonymous.0123456789abcdefghijklmnop" 404
+expect_error "$prefix.submit.anonymous" '{"puzzles": "not a list"}' 400
+expect_error "$prefix.status.anonymous" "0123456789abcdefghijklmnop" 400 # a serial without its owner
+expect_error "$prefix.status.anonymous" "anonymous.0123456789abcdefghijklmnop" 404
 
 # 2. The Node.js example, on 1,000 puzzles: every outcome, a grid, repeats.
 in=$work/puzzles.txt
@@ -148,12 +159,30 @@ say "npm ci in examples/node"
 s=$(date +%s%N)
 # Exit status 1, as solve --local's: some puzzles have no unique solution.
 code=0
-timeout 90 node examples/node/submit.mjs --timeout 60 "$in" >"$work/node.txt" 2>"$work/node.err" || code=$?
+SUDOKU_OWNER=node-owner timeout 90 node examples/node/submit.mjs --timeout 60 "$in" >"$work/node.txt" 2>"$work/node.err" || code=$?
 [ "$code" -eq 1 ] || { cat "$work/node.err"; die "examples/node/submit.mjs exited $code, want 1 as sudoku solve --local"; }
 ms=$((($(date +%s%N) - s) / 1000000))
 diff -u "$work/local.txt" "$work/node.txt" >"$work/diff.txt" ||
   { head -n 40 "$work/diff.txt"; die "examples/node/submit.mjs differs from sudoku solve --local"; }
 say "examples/node: $(cat "$work/node.err" | tr -d '\n'); 1000 lines identical to sudoku solve --local (${ms} ms)"
+
+# Its job is the owner's: another caller may neither read nor cancel it,
+# the owner reads it.
+job=$(sed -n 's/^job \([^ :]*\):.*/\1/p' "$work/node.err")
+case "$job" in node-owner.*) ;; *) cat "$work/node.err"; die "the Node.js example's job id '$job' does not name its owner node-owner" ;; esac
+expect_error "$prefix.status.mallory" "$job" 403 "mallory (no role) may not read job $job: it is node-owner's"
+expect_error "$prefix.cancel.mallory" "$job" 403 "mallory (no role) may not change job $job: it is node-owner's"
+state=$(nats req --raw --timeout 10s "$prefix.status.node-owner" "$job" 2>/dev/null |
+  node -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).state)')
+[ "$state" = finished ] || die "nats req $prefix.status.node-owner $job: state '$state', want finished"
+say "job $job: its owner reads it (finished); mallory's status and cancel refused"
+
+# A quota: 1,600 lines, over the worker's quota.lines_pending of 1,500.
+cat "$work/gen.txt" "$work/gen.txt" | head -n 1600 >"$work/over.txt"
+out=$(nats req --timeout 10s "$prefix.submit.node-owner" --force-stdin <"$work/over.txt" 2>&1)
+grep -q "Nats-Service-Error-Code: 429" <<<"$out" && grep -q "quota.lines_pending = 1500" <<<"$out" ||
+  { echo "$out"; die "1,600 lines as node-owner: no 429 naming quota.lines_pending = 1500"; }
+say "1,600 lines as node-owner: error 429: $(sed -n 's/.*Nats-Service-Error: //p' <<<"$out")"
 
 # A missing file: one line that says so, exit status 2, no stack trace.
 code=0

@@ -12,16 +12,26 @@
 //
 // Settings: --server URL (default $NATS_URL, else nats://127.0.0.1:4222),
 // --prefix P (default $SUDOKU_QUEUE_SUBJECT_PREFIX, else "sudoku"),
-// --timeout SECONDS to wait for the results (default 300).
+// --owner NAME, the caller that owns the job (default $SUDOKU_OWNER, else
+// $NATS_USER, else "anonymous"; with roles on, the NATS user's own name:
+// the server lets a user ask only its own subjects), --timeout SECONDS to
+// wait for the results (default 300). The job is submitted on
+// P.submit.<owner>, and its id starts with "<owner>.". $NATS_USER and
+// $NATS_PASSWORD, when set, are the NATS user and password (as for the
+// nats CLI).
 import { readFile } from "node:fs/promises";
 import { connect, DeliverPolicy, StringCodec } from "nats";
 
-const usage = "usage: node submit.mjs [--server URL] [--prefix P] [--timeout SECONDS] FILE";
+const usage = "usage: node submit.mjs [--server URL] [--prefix P] [--owner NAME] [--timeout SECONDS] FILE";
+
+// An owner's name: 1 to 64 letters, digits, '_' or '-' (docs/protocol.md).
+const ownerName = /^[A-Za-z0-9_-]{1,64}$/;
 
 function parseArgs(argv) {
   const o = {
     server: process.env.NATS_URL || "nats://127.0.0.1:4222",
     prefix: process.env.SUDOKU_QUEUE_SUBJECT_PREFIX || "sudoku",
+    owner: process.env.SUDOKU_OWNER || process.env.NATS_USER || "anonymous",
     timeout: 300,
     file: undefined,
   };
@@ -33,6 +43,7 @@ function parseArgs(argv) {
     };
     if (a === "--server") o.server = value();
     else if (a === "--prefix") o.prefix = value();
+    else if (a === "--owner") o.owner = value();
     else if (a === "--timeout") o.timeout = Number(value());
     else if (a === "-h" || a === "--help") {
       console.log(usage);
@@ -43,6 +54,7 @@ function parseArgs(argv) {
   }
   if (o.file === undefined) fail(usage);
   if (!(o.timeout > 0)) fail("--timeout wants a number of seconds above 0");
+  if (!ownerName.test(o.owner)) fail(`owner ${JSON.stringify(o.owner)}: want 1 to 64 letters, digits, '_' or '-'`);
   return o;
 }
 
@@ -85,7 +97,8 @@ const sc = StringCodec();
 const body = await readInput(opts.file);
 let nc;
 try {
-  nc = await connect({ servers: opts.server.split(","), name: "sudoku-queue node example" });
+  const auth = process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD } : {};
+  nc = await connect({ servers: opts.server.split(","), name: "sudoku-queue node example", ...auth });
 } catch (err) {
   process.stderr.write(`submit.mjs: cannot connect to NATS at ${opts.server}: ${err.message}\n`);
   process.exit(1);
@@ -100,10 +113,11 @@ try {
   // results name the file's lines. (JSON {"puzzles": [...], "first": true}
   // would take options too; its results are in the JSON form by default,
   // as for text.)
-  const m = await nc.request(`${opts.prefix}.submit`, body, { timeout: 60_000 });
+  const m = await nc.request(`${opts.prefix}.submit.${opts.owner}`, body, { timeout: 60_000 });
   const se = serviceError(m);
   if (se) throw new Error(`the submit endpoint refused the job (code ${se.code}): ${se.description}`);
   const job = JSON.parse(sc.decode(m.data));
+  if (!job.id.startsWith(`${opts.owner}.`)) throw new Error(`job ${job.id} is not ${opts.owner}'s`);
   if (job.results.form !== "json") throw new Error(`the job's results are in the ${job.results.form} form, not json`);
   process.stderr.write(`job ${job.id}: ${job.lines} puzzles (${job.invalid} invalid, ${job.cached} cached, ${job.queued} queued) in ${job.batches} batches\n`);
 
@@ -121,7 +135,7 @@ try {
   const held = new Map();
   let next = 0;
   const timer = setTimeout(() => {
-    process.stderr.write(`submit.mjs: job ${job.id}: ${next} of ${job.batches} batches in after ${opts.timeout}s; ask its status with: nats req ${opts.prefix}.status ${job.id}\n`);
+    process.stderr.write(`submit.mjs: job ${job.id}: ${next} of ${job.batches} batches in after ${opts.timeout}s; ask its status with: nats req ${opts.prefix}.status.${opts.owner} ${job.id}\n`);
     status = 1;
     messages.stop();
   }, opts.timeout * 1000);
