@@ -1290,9 +1290,10 @@ func TestJSONLines(t *testing.T) {
 
 // TestJobIDs checks which ids the job routes take for one: an owner (1
 // to 64 letters, digits, '_' or '-'), a dot, and a serial of 1 to 32
-// characters of lower-case base32hex (job.NewID's), others a 400.
+// characters of lower-case base32hex (job.NewID's), others a 400. A
+// valid one is asked as its owner (named in X-Sudoku-Owner): a 404.
 func TestJobIDs(t *testing.T) {
-	e := newEnv(t, envOptions{noWorker: true})
+	e := newEnv(t, envOptions{noWorker: true, opts: Options{OwnerHeader: true}})
 	for id, valid := range map[string]bool{
 		"anonymous.06h2mh3754tcuefvcl1uu48cpo": true, "anonymous.v": true, "Ann_9-x.0": true,
 		strings.Repeat("a", 64) + "." + strings.Repeat("v", 32): true,
@@ -1303,7 +1304,11 @@ func TestJobIDs(t *testing.T) {
 		strings.Repeat("a", 65) + ".v": false, "anonymous." + strings.Repeat("v", 33): false,
 	} {
 		for _, suffix := range []string{"", "/results"} {
-			res, data := e.get("/v1/jobs/" + url.PathEscape(id) + suffix)
+			owner := "admin"
+			if valid {
+				owner = job.OwnerOf(id)
+			}
+			res, data := e.get("/v1/jobs/"+url.PathEscape(id)+suffix, OwnerHeader, owner)
 			if valid {
 				wantError(t, res, data, http.StatusNotFound, CodeJobNotFound, id)
 			} else {

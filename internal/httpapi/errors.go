@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -37,6 +39,12 @@ const (
 	// CodeCrossOrigin (403): a request that may change something, sent by
 	// a browser page of another origin not in serve.allowed_origins.
 	CodeCrossOrigin = "cross_origin"
+	// CodeForbidden (403): the job is another owner's, and the caller's
+	// role does not act for others (producer.MayTouch); the message and
+	// the details name the caller, the owner, the job and the operation
+	// (read or change). Also a refusal of the server's NATS user by NATS
+	// (it may not act for this owner: run serve as a gateway user).
+	CodeForbidden = "forbidden"
 	// CodeNotFound (404): no such route.
 	CodeNotFound = "not_found"
 	// CodeJobNotFound (404): no job with that id (or it expired).
@@ -52,6 +60,9 @@ const (
 	// CodeJobFailed (409): results asked for of a job whose submission
 	// failed; it has none.
 	CodeJobFailed = "job_failed"
+	// CodeOverQuota (429): the caller (the job's owner) is over one of its
+	// quotas; the message and the details name the quota and its value.
+	CodeOverQuota = "over_quota"
 	// CodeTooLarge (413): the body is larger than its limit
 	// (serve.max_body_bytes; smaller for POST /v1/solve, one puzzle).
 	CodeTooLarge = "too_large"
@@ -172,6 +183,34 @@ func badPuzzle(err error) *Error {
 		d["bytes"], d["max_bytes"] = pe.Len, solver.MaxInputLen
 	}
 	e.Details = d
+	return e
+}
+
+// forbidden is the 403 of a caller refused what its ownership or its
+// role does not allow: another owner's job (a *producer.ForbiddenError,
+// whose facts are the details), or an operation NATS refused the
+// server's user (a *roles.PermissionError).
+func forbidden(err error) *Error {
+	e := &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: err.Error()}
+	var fe *producer.ForbiddenError
+	if errors.As(err, &fe) {
+		what := "read"
+		if fe.Write {
+			what = "change"
+		}
+		e.Details = map[string]any{"caller": fe.Caller, "owner": fe.Owner, "job": fe.Job, "operation": what}
+	}
+	return e
+}
+
+// overQuota is the 429 of a submission over one of its owner's quotas:
+// the *job.QuotaError's message, and its facts as the details.
+func overQuota(err error) *Error {
+	e := &Error{Status: http.StatusTooManyRequests, Code: CodeOverQuota, Message: err.Error()}
+	var qe *job.QuotaError
+	if errors.As(err, &qe) {
+		e.Details = map[string]any{"owner": qe.Owner, "quota": qe.Quota, "limit": qe.Limit, "has": qe.Have}
+	}
 	return e
 }
 

@@ -40,7 +40,9 @@ func jobLinks(id string) Links {
 // postJobs answers POST /v1/jobs: the body is read as it arrives (text,
 // one puzzle per line; or, with Content-Type application/json, an array
 // of strings, one puzzle each) and streamed through producer.Submit, so
-// memory does not grow with the body. ?force=true solves cached puzzles
+// memory does not grow with the body. The job is the caller's (its id
+// starts with "<caller>."), within the caller's quotas: a submission over
+// one gets a 429 over_quota naming it. ?force=true solves cached puzzles
 // again; ?first=true stops at each puzzle's first solution;
 // ?priority=low|normal|high sets the job's share of the workers.
 //
@@ -53,6 +55,7 @@ func jobLinks(id string) Links {
 // (job, job_state), and a new one must be submitted.
 func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	opts := s.opts.Producer
+	opts.Owner = callerOf(r)
 	var err error
 	if opts.Force, err = boolParam(r, "force"); err != nil {
 		return err
@@ -130,6 +133,12 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		case e != nil:
 		case producer.KindOf(err) == producer.KindBadRequest:
 			e = errorf(http.StatusBadRequest, CodeBadRequest, "%v", err)
+		case producer.KindOf(err) == producer.KindQuota:
+			e = overQuota(err)
+		case producer.KindOf(err) == producer.KindForbidden:
+			// NATS refused the server's user: it may not act for this
+			// owner (serve runs as a producer, not a gateway).
+			e = forbidden(err)
 		default:
 			e = s.dependencyError(ctx, err)
 		}
@@ -279,17 +288,25 @@ type Job struct {
 // jobView adds its links to a job's status.
 func jobView(st producer.Status) Job { return Job{Status: st, Links: jobLinks(st.ID)} }
 
-// jobStatus reads the status of the job named in r's path.
-func (s *Server) jobStatus(r *http.Request) (producer.Status, error) {
+// jobStatus reads the status of the job named in r's path, for r's
+// caller to read (write false) or change it: a job of another owner gets
+// a 403 forbidden, before it is read, unless the caller's role acts for
+// others (producer.MayTouch).
+func (s *Server) jobStatus(r *http.Request, write bool) (producer.Status, error) {
 	id := r.PathValue("id")
 	if !job.ValidID(id) {
 		return producer.Status{}, errorf(http.StatusBadRequest, CodeBadJobID,
 			"job id %q: want the id POST /v1/jobs returned (%s)", clip(id), job.IDForm)
 	}
+	if e := mayTouch(callerOf(r), id, write); e != nil {
+		return producer.Status{}, e
+	}
 	st, err := producer.JobStatus(r.Context(), s.q, id)
 	switch {
 	case producer.KindOf(err) == producer.KindNotFound:
 		return st, errorf(http.StatusNotFound, CodeJobNotFound, "no job %s (never submitted, removed, or expired)", id)
+	case producer.KindOf(err) == producer.KindForbidden:
+		return st, forbidden(err)
 	case err != nil:
 		return st, queueUnavailable(err)
 	}
@@ -298,7 +315,7 @@ func (s *Server) jobStatus(r *http.Request) (producer.Status, error) {
 
 // getJob answers GET /v1/jobs/{id}: the job's progress and counts.
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.jobStatus(r)
+	st, err := s.jobStatus(r, false)
 	if err != nil {
 		return err
 	}
@@ -310,13 +327,17 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 // cancelJob answers POST /v1/jobs/{id}/cancel: the job is cancelled (its
 // work not yet done leaves the queue; its results so far stay) and its
 // view returned. A job that has ended is left as it is: 200 with its
-// view all the same.
+// view all the same. Only the job's owner, admin and gateway may cancel
+// it: another caller's cancel gets a 403 forbidden and changes nothing.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.jobStatus(r); err != nil {
+	if _, err := s.jobStatus(r, true); err != nil {
 		return err
 	}
 	st, err := producer.Cancel(r.Context(), s.q, r.PathValue("id"))
-	if err != nil {
+	switch {
+	case producer.KindOf(err) == producer.KindForbidden:
+		return forbidden(err)
+	case err != nil:
 		return queueUnavailable(err)
 	}
 	v := jobView(st)
@@ -332,8 +353,9 @@ type JobList struct {
 // maxJobList bounds ?limit of GET /v1/jobs.
 const maxJobList = 1000
 
-// listJobs answers GET /v1/jobs?limit=N: the newest jobs, newest first
-// (default 20, at most 1000).
+// listJobs answers GET /v1/jobs?limit=N: the caller's newest jobs, newest
+// first (default 20, at most 1000); every owner's for a caller whose role
+// reads others' jobs (admin, gateway, reader).
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	limit := 20
 	if v := r.URL.Query().Get("limit"); v != "" {
@@ -343,7 +365,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	jobs, err := s.jobViews(r.Context(), limit)
+	jobs, err := s.jobViews(r.Context(), listOwner(callerOf(r)), limit)
 	if err != nil {
 		return queueUnavailable(err)
 	}
@@ -351,9 +373,10 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// jobViews returns the newest jobs' views, from their records alone.
-func (s *Server) jobViews(ctx context.Context, limit int) ([]Job, error) {
-	sts, err := producer.Jobs(ctx, s.q, "", limit, s.opts.Logger)
+// jobViews returns the views of owner's newest jobs ("": every owner's),
+// from their records alone.
+func (s *Server) jobViews(ctx context.Context, owner string, limit int) ([]Job, error) {
+	sts, err := producer.Jobs(ctx, s.q, owner, limit, s.opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +400,8 @@ const writeTimeout = time.Minute
 // instead; so does a failed job. The results come from JetStream
 // (producer.Follow), as `sudoku job wait` reads them. If the stream breaks
 // once the answer has begun, it is cut short (no final chunk), so the
-// client cannot take it for complete.
+// client cannot take it for complete. Only the job's owner, and the roles
+// that read others' jobs, may read them (403 forbidden otherwise).
 func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	format := result.JSONL
@@ -396,7 +420,7 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	st, err := s.jobStatus(r)
+	st, err := s.jobStatus(r, false)
 	if err != nil {
 		return err
 	}

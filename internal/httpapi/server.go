@@ -6,6 +6,13 @@
 // embedded in the binary; server-sent events with the service's figures
 // at /v1/events; and the API's Prometheus metrics at /metrics.
 //
+// Each /v1 call is made for its caller (callers.go): the principal its
+// bearer token names, else the server's own owner. A job is its
+// submitter's: another caller may not read, follow or cancel it (403
+// forbidden) unless its role acts for others, and GET /v1/jobs lists the
+// caller's own jobs. A submission over one of its owner's quotas gets a
+// 429 over_quota naming the quota.
+//
 // Errors are JSON, {"error":{"code":"...","message":"..."}}, with a
 // stable code (see the Code constants): 4xx for the caller's mistakes,
 // 503 with Retry-After when NATS is down (or, for a cache lookup, Redis),
@@ -19,7 +26,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,10 +51,22 @@ import (
 // here (DefaultMaxBodyBytes, DefaultRequestTimeout) and from the producer
 // (producer.DefaultBatchSize ...).
 type Options struct {
-	// Token, when not empty, is the bearer token every /v1 request must
-	// carry (Authorization: Bearer TOKEN). The dashboard page, its assets,
+	// Token, when not empty, is a bearer token of the server's own owner
+	// (Producer.Owner). With a Token or Principals, every /v1 request
+	// must carry one of their tokens (Authorization: Bearer TOKEN), and
+	// is made for its principal. The dashboard page, its assets,
 	// /v1/openapi.json, /metrics, /healthz and /readyz stay public.
 	Token string
+	// Principals are callers with a token each (ParseTokens reads them
+	// from serve.token): a request with a principal's token is made for
+	// it, the owner of the jobs it submits.
+	Principals []Principal
+	// OwnerHeader lets a request to a server without any token name its
+	// caller in the X-Sudoku-Owner header (default: the server's own
+	// owner). It is a name, not a proof: for roles off, on loopback or
+	// behind a proxy that sets the header itself. A request that sends
+	// the header to a server that does not take it gets a 400.
+	OwnerHeader bool
 	// AllowNoToken lets Serve listen on an address other than loopback
 	// without a Token, which it otherwise refuses (see CheckExposed).
 	AllowNoToken bool
@@ -75,7 +93,11 @@ type Options struct {
 	SolveTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown of Serve (default 10s).
 	ShutdownTimeout time.Duration
-	// Producer are the batch settings of submitted jobs.
+	// Producer are the settings of submitted jobs: batches, quotas
+	// (Quota, and Usage to count an owner's open jobs), and Owner, the
+	// server's own owner (default job.DefaultOwner), whose jobs callers
+	// without a principal of their own submit. Each job's Owner is its
+	// caller.
 	Producer producer.Options
 	// AllowedOrigins are the origins of other sites whose pages may call
 	// the API from a browser ("*" for any): they get CORS headers, and
@@ -149,6 +171,8 @@ type Server struct {
 	// hosts and origins guard every request (guard.go).
 	hosts   *hostGuard
 	origins *originGuard
+	// callers says who makes each /v1 request (callers.go).
+	callers *callers
 	mux     *http.ServeMux
 	handler http.Handler
 	// patterns are the registered patterns, for the tests.
@@ -174,6 +198,10 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	callers, err := newCallers(&opts)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	if c == nil {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
@@ -188,6 +216,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		jetstream: metrics.NewJetStreamProbe(q.JS, q.Opts.Stream),
 		hosts:     hosts,
 		origins:   origins,
+		callers:   callers,
 		mux:       http.NewServeMux(),
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
@@ -219,9 +248,11 @@ func (s *Server) Close() {
 type routeKind uint8
 
 const (
-	// apiRoute: a /v1 call bounded by RequestTimeout, behind the token.
+	// apiRoute: a /v1 call bounded by RequestTimeout, behind the token,
+	// made for its caller.
 	apiRoute routeKind = iota
-	// streamRoute: a /v1 stream, behind the token, without a time bound.
+	// streamRoute: a /v1 stream, behind the token, made for its caller,
+	// without a time bound.
 	streamRoute
 	// publicRoute: no token, bounded by RequestTimeout.
 	publicRoute
@@ -257,8 +288,8 @@ func (s *Server) routes() {
 }
 
 // handle registers h for pattern with the common parts of every answer:
-// CORS, the Host and Origin guards, the token, the time bound, errors as
-// JSON, panics as 500s.
+// CORS, the Host and Origin guards, the token and the caller (callerOf),
+// the time bound, errors as JSON, panics as 500s.
 func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -268,10 +299,14 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 			e.write(w)
 			return
 		}
-		if (kind == apiRoute || kind == streamRoute) && !s.authorized(r) {
-			errorf(http.StatusUnauthorized, CodeUnauthorized,
-				"missing or wrong bearer token: send the header Authorization: Bearer TOKEN (serve.token)").write(w)
-			return
+		if kind == apiRoute || kind == streamRoute {
+			caller, e := s.callers.of(r)
+			if e != nil {
+				s.log.Debug("httpapi: refused", "route", pattern, "code", e.Code)
+				e.write(w)
+				return
+			}
+			r = withCaller(r, caller)
 		}
 		rc := http.NewResponseController(w)
 		if kind != streamRoute {
@@ -331,16 +366,6 @@ func boundBody(r *http.Request, rc *http.ResponseController, deadline time.Time)
 	}
 }
 
-// authorized reports whether r carries the bearer token, or no token is
-// needed.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return true
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.Token)) == 1
-}
-
 // cors sets the CORS headers for an allowed origin (preflight requests
 // are answered by notFound). With no origins configured it does nothing:
 // browsers then refuse other sites' calls.
@@ -372,7 +397,7 @@ func (s *Server) preflight(w http.ResponseWriter) {
 	h := w.Header()
 	if h.Get("Access-Control-Allow-Origin") != "" {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, "+OwnerHeader)
 		h.Set("Access-Control-Max-Age", "600")
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -436,7 +461,7 @@ func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) error {
 // ErrNoToken, a listener on an address other than loopback when the
 // server has no Token, unless AllowNoToken.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.opts.Token == "" && !s.opts.AllowNoToken && !listenerLoopback(ln) {
+	if s.callers.open() && !s.opts.AllowNoToken && !listenerLoopback(ln) {
 		return fmt.Errorf("httpapi: %w", exposedError(ln.Addr().String()))
 	}
 	hs := &http.Server{

@@ -44,7 +44,8 @@ type Stats struct {
 	// down (jobs and POST /v1/solve go on without it, slower).
 	Cache      CacheStats `json:"cache"`
 	CacheError string     `json:"cache_error,omitempty"`
-	// Jobs are the newest jobs, newest first; absent, with JobsError
+	// Jobs are the caller's newest jobs (every owner's for a caller whose
+	// role reads others' jobs), newest first; absent, with JobsError
 	// saying why, when JetStream does not answer.
 	Jobs      []Job  `json:"jobs"`
 	JobsError string `json:"jobs_error,omitempty"`
@@ -94,7 +95,9 @@ type statsHub struct {
 	mu      sync.Mutex
 	history []float64 // solved per second, oldest first
 	last    float64   // the newest value of history
-	clients map[chan []byte]struct{}
+	// clients are the /v1/events clients' channels, each with the owner
+	// whose jobs it sees ("": every owner's, listOwner).
+	clients map[chan []byte]string
 
 	stop chan struct{}
 	done chan struct{}
@@ -103,7 +106,7 @@ type statsHub struct {
 // newStatsHub subscribes to the workers' events of every job and
 // starts the periodic snapshot.
 func newStatsHub(s *Server) (*statsHub, error) {
-	h := &statsHub{s: s, clients: map[chan []byte]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	h := &statsHub{s: s, clients: map[chan []byte]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	h.sub, err = s.nc.Subscribe(s.q.Opts.EventsFilter(), func(m *nats.Msg) {
 		var ev queue.Event
@@ -147,28 +150,40 @@ func (h *statsHub) run() {
 			h.history = append(h.history[:0], h.history[over:]...)
 		}
 		h.last = rate
-		nclients := len(h.clients)
+		watchers := map[string][]chan []byte{} // by the owner whose jobs they see
+		for ch, owner := range h.clients {
+			watchers[owner] = append(watchers[owner], ch)
+		}
 		h.mu.Unlock()
-		if nclients == 0 {
+		if len(watchers) == 0 {
 			continue // nobody is watching: spare NATS the questions
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), interval*9/10)
-		st := h.snapshot(ctx, false)
-		cancel()
-		data, err := json.Marshal(&st)
-		if err != nil {
-			continue
+		owners := make([]string, 0, len(watchers))
+		for o := range watchers {
+			owners = append(owners, o)
 		}
-		h.broadcast(data)
+		ctx, cancel := context.WithTimeout(context.Background(), interval*9/10)
+		shots := h.snapshots(ctx, false, owners)
+		cancel()
+		for i, o := range owners {
+			data, err := json.Marshal(&shots[i])
+			if err != nil {
+				continue
+			}
+			h.broadcast(data, watchers[o])
+		}
 	}
 }
 
-// broadcast hands data to every client, replacing an event a slow client
-// has not taken yet: the newest figures are what matter.
-func (h *statsHub) broadcast(data []byte) {
+// broadcast hands data to each client of chs, replacing an event a slow
+// client has not taken yet: the newest figures are what matter.
+func (h *statsHub) broadcast(data []byte, chs []chan []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.clients {
+	for _, ch := range chs {
+		if _, ok := h.clients[ch]; !ok {
+			continue // gone meanwhile
+		}
 		select {
 		case ch <- data:
 		default:
@@ -184,11 +199,12 @@ func (h *statsHub) broadcast(data []byte) {
 	}
 }
 
-// subscribe returns a channel of snapshots (JSON) and its cancellation.
-func (h *statsHub) subscribe() (<-chan []byte, func()) {
+// subscribe returns a channel of snapshots (JSON) with owner's jobs (""
+// for every owner's) and its cancellation.
+func (h *statsHub) subscribe(owner string) (<-chan []byte, func()) {
 	ch := make(chan []byte, 1)
 	h.mu.Lock()
-	h.clients[ch] = struct{}{}
+	h.clients[ch] = owner
 	h.mu.Unlock()
 	h.s.metrics.streams.Inc()
 	return ch, func() {
@@ -199,9 +215,16 @@ func (h *statsHub) subscribe() (<-chan []byte, func()) {
 	}
 }
 
-// snapshot gathers the figures now, asking NATS within ctx; withHistory
-// adds the rate history.
-func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
+// snapshot gathers the figures now, asking NATS within ctx, with owner's
+// jobs ("": every owner's); withHistory adds the rate history.
+func (h *statsHub) snapshot(ctx context.Context, withHistory bool, owner string) Stats {
+	return h.snapshots(ctx, withHistory, []string{owner})[0]
+}
+
+// snapshots gathers the figures now, asking NATS within ctx: one Stats
+// per owner of owners, alike but for the jobs, which are that owner's
+// ("": every owner's); withHistory adds the rate history.
+func (h *statsHub) snapshots(ctx context.Context, withHistory bool, owners []string) []Stats {
 	st := Stats{Time: time.Now().UTC(), IntervalSeconds: h.s.opts.StatsInterval.Seconds(), SolvedTotal: h.solved.Load()}
 	h.mu.Lock()
 	st.SolvedPerSecond = h.last
@@ -238,14 +261,26 @@ func (h *statsHub) snapshot(ctx context.Context, withHistory bool) Stats {
 			st.Workers = &n
 		}
 	}()
-	jobs, err := h.s.jobViews(ctx, dashboardJobs)
-	if err != nil {
-		st.JobsError = "JetStream is not answering: " + err.Error()
-	} else {
-		st.Jobs = jobs
+	out := make([]Stats, len(owners))
+	for i, owner := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jobs, err := h.s.jobViews(ctx, owner, dashboardJobs)
+			if err != nil {
+				out[i].JobsError = "JetStream is not answering: " + err.Error()
+			} else {
+				out[i].Jobs = jobs
+			}
+		}()
 	}
 	wg.Wait()
-	return st
+	for i := range out {
+		jobs, jobsErr := out[i].Jobs, out[i].JobsError
+		out[i] = st
+		out[i].Jobs, out[i].JobsError = jobs, jobsErr
+	}
+	return out
 }
 
 // cacheState returns the cache's state as this process last found it:
@@ -282,20 +317,23 @@ func (h *statsHub) workers(ctx context.Context) (int, error) {
 	return queue.Workers(ctx, h.s.nc, h.s.q.Opts, pingWait, 0)
 }
 
-// getStats answers GET /v1/stats: the figures now, with the rate history.
+// getStats answers GET /v1/stats: the figures now, with the rate history
+// and the jobs GET /v1/jobs lists for the caller.
 func (s *Server) getStats(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	st := s.stats.snapshot(ctx, true)
+	st := s.stats.snapshot(ctx, true, listOwner(callerOf(r)))
 	writeJSON(w, http.StatusOK, &st)
 	return nil
 }
 
 // getEvents answers GET /v1/events: server-sent events, one "stats" event
 // (a Stats, the first with its History) per period, until the client goes
-// away or the server shuts down.
+// away or the server shuts down. The jobs in them are those GET /v1/jobs
+// lists for the caller.
 func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
-	ch, cancel := s.stats.subscribe()
+	owner := listOwner(callerOf(r))
+	ch, cancel := s.stats.subscribe(owner)
 	defer cancel()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -311,7 +349,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
 		return rc.Flush()
 	}
 	ctx, stop := context.WithTimeout(r.Context(), 2*time.Second)
-	first := s.stats.snapshot(ctx, true)
+	first := s.stats.snapshot(ctx, true, owner)
 	stop()
 	data, err := json.Marshal(&first)
 	if err != nil {
