@@ -89,7 +89,7 @@ const dashboardJobs = 10
 // sends a snapshot to every /v1/events client each period.
 type statsHub struct {
 	s      *Server
-	sub    *nats.Subscription
+	subs   []*nats.Subscription
 	solved atomic.Int64
 
 	mu      sync.Mutex
@@ -103,29 +103,44 @@ type statsHub struct {
 	done chan struct{}
 }
 
-// newStatsHub subscribes to the workers' events of every job and
-// starts the periodic snapshot.
+// newStatsHub subscribes to the workers' events of every job and of
+// single puzzles, and starts the periodic snapshot. The two are
+// subscribed apart (P.events.*.> for jobs, whose ids are two tokens, and
+// P.events.solve), not as P.events.>: with roles on, a user may follow
+// the events of the owners it reads, which is every job's for a gateway,
+// without being let see every subject under P.events.
 func newStatsHub(s *Server) (*statsHub, error) {
 	h := &statsHub{s: s, clients: map[chan []byte]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	var err error
-	h.sub, err = s.nc.Subscribe(s.q.Opts.EventsFilter(), func(m *nats.Msg) {
+	count := func(m *nats.Msg) {
 		var ev queue.Event
 		if json.Unmarshal(m.Data, &ev) == nil && ev.N > 0 {
 			h.solved.Add(int64(ev.N))
 		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("subscribe to the workers' events: %w", err)
+	}
+	for _, subject := range []string{s.q.Opts.EventSubject("*.>"), s.q.Opts.EventSubject("solve")} {
+		sub, err := s.nc.Subscribe(subject, count)
+		if err != nil {
+			h.unsubscribe()
+			return nil, fmt.Errorf("subscribe to the workers' events: %w", err)
+		}
+		h.subs = append(h.subs, sub)
 	}
 	go h.run()
 	return h, nil
+}
+
+// unsubscribe ends the subscriptions to the workers' events.
+func (h *statsHub) unsubscribe() {
+	for _, sub := range h.subs {
+		_ = sub.Unsubscribe()
+	}
 }
 
 // close stops the hub.
 func (h *statsHub) close() {
 	close(h.stop)
 	<-h.done
-	_ = h.sub.Unsubscribe()
+	h.unsubscribe()
 }
 
 // run measures the rate each period and sends a snapshot to the clients.
