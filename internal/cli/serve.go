@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"fmt"
 	"net"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 )
 
 func init() { addCommand(newServeCmd) }
@@ -37,6 +41,19 @@ serve.token (from $SUDOKU_SERVE_TOKEN or serve.token_file) makes every /v1
 call need "Authorization: Bearer TOKEN". Without one, serve listens on a
 loopback address only (127.0.0.1, localhost, ::1): on any other it refuses
 to start unless told --insecure-no-token (serve.allow_no_token).
+
+Each call acts for its caller, the owner of the jobs it submits and the
+only one (with the roles that act for others) who may read, follow or
+cancel them. serve.token is one token, whose caller is serve's own owner
+(job.owner, else nats.user, else anonymous), or lines "principal token",
+one per caller (a token alone on its line: serve's own owner); '#' starts
+a comment line. Without a token the caller is serve's own owner, or, with
+roles off, the owner a request names in its X-Sudoku-Owner header (a name,
+not a proof). A principal named as a role (admin, gateway, reader, or one
+of them and '-'...) acts for others as that role: admin and gateway read
+and cancel any job, reader reads any. With roles on and principals other
+than its own owner, serve must connect as a gateway user (nats.user
+gateway, or gateway-NAME), which NATS lets act for any owner.
 
 Every request must name the server in its Host header as it listens
 (serve.addr, the address the client reached, or on loopback localhost,
@@ -91,7 +108,13 @@ finishes the requests in progress.`,
 			if err := httpapi.CheckExposed(ctx, cfg.Serve.Addr, cfg.Serve.Token.Reveal(), cfg.Serve.AllowNoToken); err != nil {
 				return usageErrorf("serve.addr: %w", err)
 			}
-			oo := app.OpenOptions{Embedded: embedded, AllowMemoryCache: embedded, Drain: true}
+			principals, ownerHeader, err := serveCallers(cfg)
+			if err != nil {
+				return err
+			}
+			// The workers' consumers are not serve's to change (and, with
+			// roles on, not its user's): only an embedded worker's.
+			oo := app.OpenOptions{Embedded: embedded, AllowMemoryCache: embedded, Drain: true, NoConsumer: !embedded}
 			conn, err := app.Open(ctx, cfg, oo, log)
 			if err != nil {
 				return err
@@ -106,7 +129,8 @@ finishes the requests in progress.`,
 				return listenError("serve.addr", cfg.Serve.Addr, err)
 			}
 			srv, err := httpapi.New(conn.Queue, conn.Cache, httpapi.Options{
-				Token:          cfg.Serve.Token.Reveal(),
+				Principals:     principals,
+				OwnerHeader:    ownerHeader,
 				AllowNoToken:   cfg.Serve.AllowNoToken,
 				Addr:           cfg.Serve.Addr,
 				AllowedHosts:   cfg.Serve.AllowedHosts,
@@ -122,7 +146,8 @@ finishes the requests in progress.`,
 			}
 			defer srv.Close()
 			logStart(log, "sudoku serve starting", cfg, "embedded", embedded, "memory_cache", conn.MemoryCache,
-				"auth", cfg.Serve.Token != "")
+				"auth", cfg.Serve.Token != "", "principals", principalNames(principals, cfg.Owner()),
+				"owner", cfg.Owner(), "owner_header", ownerHeader)
 			return srv.Serve(ctx, ln)
 		},
 	}
@@ -142,4 +167,51 @@ finishes the requests in progress.`,
 	workersFlag := cmd.Flags().Lookup(config.FlagName(keyWorkerConcurrency))
 	workersFlag.Usage = "with --embedded, " + workersFlag.Usage
 	return cmd
+}
+
+// serveCallers returns the principals of serve.token (none without a
+// token) and whether requests may name their owner in the X-Sudoku-Owner
+// header: without a token, and with roles off (nats.user is not a role's
+// user). With roles on, serve acts for its principals as its NATS user:
+// principals other than serve's own owner need a user whose role may act
+// for any owner (gateway, or admin), which is said before connecting.
+func serveCallers(cfg *config.Config) ([]httpapi.Principal, bool, error) {
+	role, rolesOn := roles.Of(cfg.NATS.User)
+	text := cfg.Serve.Token.Reveal()
+	if text == "" {
+		return nil, !rolesOn, nil
+	}
+	ps, err := httpapi.ParseTokens(text)
+	if err != nil {
+		return nil, false, usageErrorf("serve.token: %w", err)
+	}
+	var others []string
+	for _, p := range ps {
+		if p.Name != "" && p.Name != cfg.Owner() && !slices.Contains(others, p.Name) {
+			others = append(others, p.Name)
+		}
+	}
+	if rolesOn && len(others) > 0 && role != roles.Gateway && role != roles.Admin {
+		return nil, false, usageErrorf("serve.token names principals (%s) for whom serve submits, reads and cancels jobs as its NATS "+
+			"user %s (role %s), whom NATS lets act only for itself: connect serve as a gateway user (nats.user gateway, or "+
+			"gateway-NAME made with 'sudoku roles init --user gateway-NAME'), which may act for any owner",
+			strings.Join(others, ", "), cfg.NATS.User, role)
+	}
+	return ps, false, nil
+}
+
+// principalNames lists the principals of ps for the log (a token alone
+// is own's), without their tokens.
+func principalNames(ps []httpapi.Principal, own string) string {
+	var names []string
+	for _, p := range ps {
+		n := p.Name
+		if n == "" {
+			n = own
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return fmt.Sprint(names)
 }

@@ -272,7 +272,9 @@ type LogConfig struct {
 type ServeConfig struct {
 	// Addr is the host:port the API listens on.
 	Addr string `mapstructure:"addr"`
-	// Token, when set, is the bearer token every request must carry.
+	// Token, when set, is the bearer token every request must carry: one
+	// token, whose caller is the process's own owner (Owner), or lines
+	// "principal token", one per caller (httpapi.ParseTokens reads it).
 	Token Secret `mapstructure:"token"`
 	// TokenFile names a file holding Token; Load reads it.
 	TokenFile string `mapstructure:"token_file"`
