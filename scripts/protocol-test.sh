@@ -178,7 +178,9 @@ state=$(nats req --raw --timeout 10s "$prefix.status.node-owner" "$job" 2>/dev/n
 say "job $job: its owner reads it (finished); mallory's status and cancel refused"
 
 # A quota: 1,600 lines, over the worker's quota.lines_pending of 1,500.
-cat "$work/gen.txt" "$work/gen.txt" | head -n 1600 >"$work/over.txt"
+# (Not "cat | head": with pipefail, cat's SIGPIPE fails the script.)
+cat "$work/gen.txt" "$work/gen.txt" >"$work/twice.txt"
+head -n 1600 "$work/twice.txt" >"$work/over.txt"
 out=$(nats req --timeout 10s "$prefix.submit.node-owner" --force-stdin <"$work/over.txt" 2>&1)
 grep -q "Nats-Service-Error-Code: 429" <<<"$out" && grep -q "quota.lines_pending = 1500" <<<"$out" ||
   { echo "$out"; die "1,600 lines as node-owner: no 429 naming quota.lines_pending = 1500"; }
