@@ -108,7 +108,7 @@ func ServiceErrorOf(m *nats.Msg) *ServiceError {
 // job's results are (docs/protocol.md says what a new version covers).
 // The micro service's metadata and each endpoint's carry it as
 // "protocol".
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // ServiceMetadata describes the queue a worker serves, for the micro
 // service's (and its endpoints') metadata: a tool that sees the "sudoku"

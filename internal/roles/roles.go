@@ -243,10 +243,19 @@ func NATS(user string, n Names, shared bool) Permissions {
 		}
 		pub = append(pub, endpoints(p, owner)...)
 		pub = append(pub, info...)
+		if r == Gateway {
+			// The dashboard's figures: the lanes' consumers.
+			pub = append(pub, "$JS.API.CONSUMER.INFO."+n.Stream+".>", "$JS.API.CONSUMER.NAMES."+n.Stream,
+				"$JS.API.CONSUMER.LIST."+n.Stream)
+		}
 		pub = append(pub, readSubjects(kv, "$KV."+n.Bucket+"."+reads+".>")...)
 		pub = append(pub, readSubjects(n.Results, p+".results."+reads+".>")...)
 		pub = append(pub, consumerUse(n.Results, kv)...)
-		return Permissions{Publish: pub, Subscribe: append(inbox, p+".events."+reads+".>")}
+		events := []string{p + ".events." + reads + ".>"}
+		if r == Gateway {
+			events = []string{p + ".events.>"} // the solve endpoint's too
+		}
+		return Permissions{Publish: pub, Subscribe: append(inbox, events...)}
 	case Worker:
 		pub := []string{
 			"$JS.API.CONSUMER.MSG.NEXT." + n.Stream + ".*", // pull work
