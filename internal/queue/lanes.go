@@ -428,3 +428,22 @@ func (o Options) dropSharedConsumer(ctx context.Context, js jetstream.JetStream)
 	}
 	return nil
 }
+
+// JobLane returns the lane of job id, read from its record.
+func (q *Queue) JobLane(ctx context.Context, id string) (Lane, error) {
+	r, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	if err != nil {
+		return Lane{}, fmt.Errorf("queue: job %s: %w", id, err)
+	}
+	return LaneOf(&r), nil
+}
+
+// JobConsumer returns the name of the consumer of job id's lane: the
+// consumer that delivers its work (shared with the lane's other jobs).
+func (q *Queue) JobConsumer(ctx context.Context, id string) (string, error) {
+	l, err := q.JobLane(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return q.Opts.LaneConsumer(l), nil
+}
