@@ -17,7 +17,10 @@
 #      caller's status and cancel of it are refused (403) while the owner's
 #      status answers; a submission over the worker's quota.lines_pending
 #      is refused (429) naming the quota;
-#   3. the examples of docs/protocol.md, run by TestProtocolDoc.
+#   3. the Go example (examples/go), copied out of the repository with its
+#      replace pointed back, `go run . FILE` through the Go client (package
+#      client) as the owner go-owner: the same lines as solve --local;
+#   4. the examples of docs/protocol.md, run by TestProtocolDoc.
 # Needs go, node and npm (Debian: apt-get install -y nodejs npm), and the
 # shared NATS (SUDOKU_TEST_NATS_URL, default nats://127.0.0.1:4222). Every
 # wait is bounded; it takes about 10 to 30 seconds.
@@ -193,7 +196,21 @@ node examples/node/submit.mjs "$work/no-such-file.txt" >/dev/null 2>"$work/missi
   { cat "$work/missing.err"; die "examples/node/submit.mjs on a missing file: exit $code, want 2 and one line"; }
 say "examples/node on a missing file: $(cat "$work/missing.err")"
 
-# 3. The examples of docs/protocol.md.
+# 3. The Go example, from a copy outside the repository, as a user would
+# start from it.
+cp -r examples/go "$work/go-example"
+(cd "$work/go-example" && go mod edit -replace "github.com/sudoku-queue/sudoku-queue=$root") ||
+  die "cannot point the Go example's replace at $root"
+s=$(date +%s%N)
+(cd "$work/go-example" && SUDOKU_JOB_OWNER=go-owner timeout 180 go run . "$in" >"$work/go.txt" 2>"$work/go.err") ||
+  { cat "$work/go.err"; die "examples/go failed"; }
+ms=$((($(date +%s%N) - s) / 1000000))
+diff -u "$work/local.txt" "$work/go.txt" >"$work/diff.txt" ||
+  { head -n 40 "$work/diff.txt"; die "examples/go differs from sudoku solve --local"; }
+grep -q "^job go-owner\." "$work/go.err" || { cat "$work/go.err"; die "examples/go's job is not go-owner's"; }
+say "examples/go: $(tr -d '\n' <"$work/go.err"); 1000 lines identical to sudoku solve --local (${ms} ms, with go run's build)"
+
+# 4. The examples of docs/protocol.md.
 (cd "$root" && timeout 120 go test -count=1 -run 'TestProtocolDoc|TestMatchOutput' ./internal/service) ||
   die "docs/protocol.md's examples"
 

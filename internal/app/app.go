@@ -183,6 +183,9 @@ type OpenOptions struct {
 	// AllowMemoryCache uses an in-process cache when Redis cannot be
 	// reached at start-up (and cache.memory_fallback is on).
 	AllowMemoryCache bool
+	// MemoryCache uses an in-process cache and no Redis at all: for a
+	// program that runs everything in itself (client.Options.MemoryCache).
+	MemoryCache bool
 	// Worker is set by workers: they refuse to start on streams or a
 	// bucket whose settings differ from the configuration
 	// (*queue.DifferencesError), which they never change. Other
@@ -230,6 +233,10 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 	guardOpts := cache.GuardOptions{Logger: log}
 	c.Cache = cache.NewGuard(nil, guardOpts)
 	if oo.NoCache {
+		return nil
+	}
+	if oo.MemoryCache {
+		c.Cache, c.MemoryCache = cache.NewGuard(cache.NewMemory(0), guardOpts), true
 		return nil
 	}
 	// go-redis logs every failed dial of its pool on stderr (several a

@@ -1,0 +1,280 @@
+// Package client is the Go client of sudoku-queue: what a program imports
+// to submit bulk Sudoku jobs, follow their results, look jobs up, cancel
+// and remove them, and solve one puzzle, against a deployment (NATS
+// JetStream, workers, Redis) or an embedded one in the process.
+//
+// A Client is made with Dial from the same settings as the sudoku command
+// (configs/sudoku.yaml's keys: a file, SUDOKU_* variables, or
+// Options.Settings). Every call takes a context first and returns typed
+// results; its errors match the package's sentinels with errors.Is
+// (ErrNotFound, ErrForbidden, ErrQuota, ErrUnavailable, ErrBadInput,
+// ErrNoWorker). Every answer a Client returns was checked as the sudoku
+// readers check them: a solution against its puzzle's rules and givens,
+// "none" and "multiple" by solving.
+//
+// The CLI (cmd/sudoku), the HTTP API and the micro service are adapters
+// over the same packages; this one is the API for Go programs.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/service"
+	"github.com/sudoku-queue/sudoku-queue/producer"
+	"github.com/sudoku-queue/sudoku-queue/worker"
+)
+
+// The types a Client returns. They are the types every door of
+// sudoku-queue encodes (the CLI's JSON, the HTTP API, the micro service),
+// so a program sees the same fields under the same names.
+type (
+	// Result is the answer for one puzzle: its line, status, solution or
+	// error.
+	Result = result.Result
+	// ResultStatus is a Result's outcome: unique, solved (first-solution
+	// mode), none, multiple, invalid or gave_up.
+	ResultStatus = result.Status
+	// Status is where a job stands: its state, counts and times.
+	Status = producer.Status
+	// Submitted is what a submission did with each line of its input.
+	Submitted = producer.Submitted
+	// State is a job's state: publishing, published, finished, cancelled
+	// or failed.
+	State = job.State
+	// Priority is a job's share of its owner's turns: low, normal or high.
+	Priority = job.Priority
+)
+
+// The results' statuses.
+const (
+	Unique   = result.StatusUnique
+	Solved   = result.StatusSolved
+	None     = result.StatusNone
+	Multiple = result.StatusMultiple
+	Invalid  = result.StatusInvalid
+	GaveUp   = result.StatusGaveUp
+)
+
+// The jobs' states.
+const (
+	Publishing = job.Publishing
+	Published  = job.Published
+	Finished   = job.Finished
+	Cancelled  = job.Cancelled
+	Failed     = job.Failed
+)
+
+// The priorities.
+const (
+	Low    = job.PriorityLow
+	Normal = job.PriorityNormal
+	High   = job.PriorityHigh
+)
+
+// Errors a Client's calls match with errors.Is.
+var (
+	// ErrNotFound: no such job (never submitted, removed, or expired).
+	ErrNotFound = job.ErrNotFound
+	// ErrForbidden: the job is another owner's, or the servers refused
+	// the user the operation (its role does not allow it).
+	ErrForbidden = producer.ErrForbidden
+	// ErrQuota: the owner is over one of its quotas; the error names it
+	// and its value.
+	ErrQuota = job.ErrQuota
+	// ErrUnavailable: NATS or JetStream did not answer (in time): retry
+	// later.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrBadInput: the input holds no puzzle, or would take too much room
+	// for its size.
+	ErrBadInput = errors.New("bad input")
+	// ErrNoWorker: no worker answered a one-puzzle solve before its
+	// context ended, or none is running.
+	ErrNoWorker = producer.ErrNoAnswer
+	// ErrNotCached: Get found no result for the puzzle in the cache.
+	ErrNotCached = errors.New("not in the cache")
+	// ErrJobFailed: Follow or Results on a job whose submission failed.
+	ErrJobFailed = producer.ErrJobFailed
+	// ErrCancelled: the job was cancelled; what was done before is
+	// readable.
+	ErrCancelled = job.ErrCancelled
+)
+
+// Options say where a Client connects and as whom. The zero value reads
+// the configuration the sudoku command would: $SUDOKU_CONFIG and the
+// SUDOKU_* variables.
+type Options struct {
+	// ConfigFile is a configuration file in configs/sudoku.yaml's format;
+	// empty: $SUDOKU_CONFIG, else none.
+	ConfigFile string
+	// Settings set configuration keys ("nats.url", "job.owner",
+	// "redis.key_prefix"...), above the environment and the file.
+	Settings map[string]string
+	// NoEnv ignores the process's SUDOKU_* variables (Settings and the
+	// file still apply): for programs that configure the client alone.
+	NoEnv bool
+	// Embedded starts an in-process NATS server (JetStream in a
+	// temporary directory, removed on Close) instead of connecting to
+	// nats.url, with LocalWorkers workers in the process: one command,
+	// nothing else to run. The cache falls back to the process's memory
+	// when Redis does not answer.
+	Embedded bool
+	// MemoryCache keeps the results cache in the process's memory
+	// instead of Redis (lost on Close): for a program that runs
+	// everything in itself, with Embedded.
+	MemoryCache bool
+	// LocalWorkers is the number of solving goroutines of a worker run in
+	// this process: 0 is none, unless Embedded, where it is the
+	// worker.concurrency setting; below 0 is none. Other workers on the
+	// queue share the work.
+	LocalWorkers int
+	// Logger receives the client's warnings (default: discarded).
+	Logger *slog.Logger
+}
+
+// Client submits and follows jobs. It is safe for concurrent use; Close
+// it when done.
+type Client struct {
+	cfg        *config.Config
+	conn       *app.Conn
+	log        *slog.Logger
+	owner      string
+	stopWorker func()
+}
+
+// Dial loads the settings (Options), connects to NATS and Redis (or
+// starts an embedded NATS server) and returns a Client acting for the
+// configured owner (job.owner, else nats.user, else "anonymous").
+// A Redis that does not answer is logged and the client goes on without
+// the cache: it is only a cache.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := config.Load(config.LoadOptions{File: opts.ConfigFile, Env: envOf(opts)})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	workers := opts.LocalWorkers
+	if workers == 0 && opts.Embedded {
+		workers = cfg.WorkerConcurrency()
+	}
+	oo := app.OpenOptions{NoConsumer: workers <= 0, Embedded: opts.Embedded, AllowMemoryCache: opts.Embedded,
+		MemoryCache: opts.MemoryCache}
+	conn, err := app.Open(ctx, cfg, oo, log)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	c := &Client{cfg: cfg, conn: conn, log: log, owner: cfg.Owner(), stopWorker: func() {}}
+	if workers > 0 {
+		ready := make(chan struct{})
+		c.stopWorker = c.startWorker(workers, ready)
+		select { // its solve endpoint answers once Dial returns
+		case <-ready:
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("client: the in-process worker did not start: %w", context.Cause(ctx))
+		}
+	}
+	return c, nil
+}
+
+// envOf is the environment Load reads: Options.Settings as SUDOKU_*
+// variables, then (unless NoEnv) the process's.
+func envOf(opts Options) func(string) (string, bool) {
+	set := make(map[string]string, len(opts.Settings))
+	for k, v := range opts.Settings {
+		set[config.EnvPrefix+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = v
+	}
+	return func(name string) (string, bool) {
+		if v, ok := set[name]; ok {
+			return v, true
+		}
+		if opts.NoEnv {
+			return "", false
+		}
+		return os.LookupEnv(name)
+	}
+}
+
+// startWorker runs a worker of n solving goroutines on the client's
+// connection until the returned stop is called; ready is closed once it
+// serves (or has stopped).
+func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := c.cfg
+	var w *worker.Worker
+	popts := producer.Options{Logger: c.log, Quota: quotaOf(cfg)}
+	popts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
+	w = worker.New(c.conn.NC, c.conn.Queue, c.conn.Cache, worker.Options{
+		Concurrency:     n,
+		MaxNodes:        cfg.Worker.MaxNodes,
+		Heartbeat:       cfg.WorkerHeartbeat(),
+		NakDelays:       cfg.Queue.Backoff,
+		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		Quota:           quotaOf(cfg),
+		Endpoints:       service.Endpoints(c.conn.Queue, c.conn.Cache, popts, c.log),
+		Logger:          c.log,
+	})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	go func() {
+		select {
+		case <-w.Ready():
+		case <-ctx.Done():
+		}
+		close(ready)
+	}()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			c.log.Warn("client: in-process worker", "err", err)
+		}
+	}
+}
+
+// quotaOf is the configuration's quota of an owner.
+func quotaOf(cfg *config.Config) job.Quota {
+	return job.Quota{JobsOpen: cfg.Quota.JobsOpen, LinesPending: cfg.Quota.LinesPending, RequestBytes: cfg.Quota.RequestBytes}
+}
+
+// Owner returns the owner the client acts for: its jobs are submitted
+// under this name, and only they (or an admin) may cancel or remove them.
+func (c *Client) Owner() string { return c.owner }
+
+// Close stops the in-process worker, if any, then closes the connections
+// (and stops an embedded server). It is safe to call twice.
+func (c *Client) Close() error {
+	c.stopWorker()
+	c.stopWorker = func() {}
+	c.conn.Close()
+	return nil
+}
+
+// wrap makes err match the package's sentinels: ErrUnavailable for NATS
+// or JetStream not answering, ErrBadInput for input refused as such.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch producer.KindOf(err) {
+	case producer.KindUnavailable:
+		if !errors.Is(err, ErrUnavailable) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	case producer.KindBadRequest:
+		if !errors.Is(err, ErrBadInput) {
+			return fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+	}
+	return err
+}
