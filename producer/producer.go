@@ -243,9 +243,8 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	}
 	s := &submission{p: p, sub: Submitted{ID: id, InvalidLines: []InvalidLine{}, Results: p.q.Opts.ResultsOf(id, form, 0)},
 		pub: newPublisher(p)}
-	s.rec = job.Record{ID: s.sub.ID, State: job.Publishing, Created: time.Now().UTC(),
-		Options: job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force, BatchSize: p.opts.BatchSize,
-			JSONResults: p.opts.JSONResults, Priority: p.opts.Priority.Or()}}
+	s.rec = job.NewRecord(s.sub.ID, job.Options{FirstSolution: p.opts.FirstSolution, Force: p.opts.Force,
+		BatchSize: p.opts.BatchSize, JSONResults: p.opts.JSONResults, Priority: p.opts.Priority.Or()}, time.Now())
 	s.lane = queue.Lane{Owner: p.opts.Owner, Priority: p.opts.Priority.Or(), Slot: queue.SlotSmall}
 	// Results come after what the stream holds now. Without the answer
 	// the readers start by time, as they did before the field.

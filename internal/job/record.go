@@ -119,6 +119,12 @@ type Record struct {
 	Manifest []byte `json:"manifest,omitempty"`
 }
 
+// NewRecord returns the record of a new job id with opts, created now:
+// its state is Publishing, the only state a job starts in.
+func NewRecord(id string, opts Options, now time.Time) Record {
+	return Record{ID: id, State: Publishing, Created: now.UTC(), Options: opts}
+}
+
 // Owner returns the owner of the job: the first part of its id.
 func (r *Record) Owner() string { return OwnerOf(r.ID) }
 
