@@ -10,7 +10,10 @@ import (
 
 // lifecycleCases are sequences of events on a job of 4 batches of 10
 // lines: 'a'..'d' add the results of batch 0..3, 'p' marks it published,
-// 'c' cancels it, 'f' fails it. want is the state at the end.
+// 'x' cancels it, 'f' fails it, 's' fails it if it is stale (a minute
+// after its last heartbeat). want is the state at the end. Each event is
+// the record's own transition (Publish, Cancel, Fail, FailStale): the
+// ones the producer, the workers and the doors call.
 var lifecycleCases = []struct {
 	events string
 	want   State
@@ -32,27 +35,31 @@ var lifecycleCases = []struct {
 	{"abxpcd", Cancelled, 4}, // a cancelled job is never finished
 	{"pabcdx", Finished, 4},  // a finished job is not cancelled
 	{"afcd", Failed, 1},      // a failed job counts nothing more
+	{"abs", Failed, 2},       // a producer that stopped heartbeating
+	{"abpcds", Finished, 4},  // a published job is never stale
+	{"fp", Failed, 0},        // a failed job is never published
+	{"xf", Cancelled, 0},     // nor a cancelled one failed
 }
 
 // play runs events on a new record and checks its invariants after each.
 func play(t *testing.T, events string) Record {
 	t.Helper()
 	now := time.Now()
-	r := Record{ID: NewID("alice"), State: Publishing, Lines: 40, Batches: 4}
+	r := NewRecord(NewID("alice"), Options{}, now)
+	r.Lines, r.Batches = 40, 4
 	for i, e := range []byte(events) {
 		switch {
 		case e >= 'a' && e <= 'd':
 			r.AddResults(uint64(e-'a'), Counts{result.StatusUnique: 10}, now)
 		case e == 'p':
-			if r.State == Publishing {
-				r.State = Published
-				r.FinishIfDone(now)
-			}
+			r.Publish(now)
 		case e == 'x':
 			r.Cancel(now)
 		case e == 'f':
-			if r.State.Active() {
-				r.State = Failed
+			r.Fail("the test failed it", now)
+		case e == 's':
+			if later := now.Add(StaleAfter + time.Second); r.Stale(later) {
+				r.FailStale(later)
 			}
 		}
 		var set int64
