@@ -158,9 +158,8 @@ type schedule struct {
 func newSchedule(q *queue.Queue, quota job.Quota, log *slog.Logger) *schedule {
 	return &schedule{q: q, quota: quota, log: log, jobs: map[string]*jobTurn{}, owners: map[string]*ownerTurn{},
 		ended: map[string]job.State{}, left: map[string]leftLane{}, cons: map[string]jetstream.Consumer{},
-		givingUp: map[string]bool{},
 		wakeAny: make(chan struct{}, 1), wakeFirst: make(chan struct{}, 1), ready: make(chan struct{}),
-		news: make(chan struct{})}
+		news: make(chan struct{}), givingUp: map[string]bool{}}
 }
 
 // maxEnded bounds schedule.ended.
