@@ -73,10 +73,6 @@ type Status struct {
 	Results queue.ResultsInfo `json:"results"`
 }
 
-// Live reports whether the job's results are still coming in: it is
-// publishing or published.
-func (s *Status) Live() bool { return s.State == job.Publishing || s.State == job.Published }
-
 // JobStatus returns the status of job id, read from its record alone.
 // Errors: job.ErrNotFound for an unknown job.
 func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {

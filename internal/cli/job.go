@@ -230,7 +230,7 @@ func printJob(w io.Writer, s *producer.Status) {
 	}
 	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.Done, s.Lines, 100*s.Progress, s.BatchesDone, total)
 	// A rate only while results are coming.
-	if s.Live() && s.Done > 0 && s.Done < s.Lines && s.Rate > 0 {
+	if s.State.Active() && s.Done > 0 && s.Done < s.Lines && s.Rate > 0 {
 		fmt.Fprintf(w, "rate      %.0f lines/s since created\n", s.Rate)
 	}
 	var parts []string
