@@ -11,8 +11,8 @@
 #   alone:  alice POSTs a job of BIG_N of the hardest puzzles to `sudoku
 #           serve`; 1 s later bob's job of 1,000 hard puzzles, `submit
 #           --wait`, timed.
-#   split:  the same, and 0.4 s before bob, alice POSTs SPLIT_JOBS more
-#           jobs of 1,000 hard puzzles each, all at once.
+#   split:  the same, and 0.4 s (DELAY) before bob, alice POSTs
+#           SPLIT_JOBS more jobs of 1,000 hard puzzles each, all at once.
 #
 # Alice's jobs go through the HTTP API (X-Sudoku-Owner, roles off) so that
 # her submitters cost little CPU: what is measured is the workers' turns,
@@ -24,6 +24,7 @@
 # set is made fresh by `sudoku gen` (relabelled), so no cache helps.
 # Everything it starts is stopped.
 set -euo pipefail
+DELAY=${DELAY:-0.4} # seconds from alice's jobs to bob's
 DATA=${1:-../shared/data}; RUNS=${2:-3}; BIG=${3:-50000}; SPLIT=${4:-20}; W=${5:-2}
 [ -d cmd/sudoku ] || { echo "run from the project root"; exit 2; }
 HARD=$DATA/forum_hardest_1905_11plus.txt
@@ -66,10 +67,8 @@ one() {
       seed=$((seed + 1)); "$S" gen --from "$HARD" -n 1000 --seed $seed >"$T/a$j.txt" 2>/dev/null
     done
     for j in $(seq "$SPLIT"); do post "$T/a$j.txt" & done
-    sleep 0.4
-  else
-    sleep 0.4
   fi
+  sleep "$DELAY"
   seed=$((seed + 1)); "$S" gen --from "$HARD" -n 1000 --seed $seed >"$T/bob.txt" 2>/dev/null
   SUDOKU_JOB_OWNER=bob ms timeout 300 "$S" submit --wait "$T/bob.txt"
   kill "${wp[@]}" "$ns" 2>/dev/null || true
