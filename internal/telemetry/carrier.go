@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -17,8 +18,20 @@ type HeaderCarrier nats.Header
 
 var _ propagation.TextMapCarrier = HeaderCarrier(nil)
 
-// Get returns the first value of key, or "".
-func (c HeaderCarrier) Get(key string) string { return nats.Header(c).Get(key) }
+// Get returns the first value of key, or "". NATS header names are case
+// sensitive; a name written in another case (such as "Traceparent" by a
+// bridge that canonicalizes HTTP headers) is found too.
+func (c HeaderCarrier) Get(key string) string {
+	if v, ok := c[key]; ok && len(v) > 0 {
+		return v[0]
+	}
+	for k, v := range c {
+		if len(v) > 0 && strings.EqualFold(k, key) {
+			return v[0]
+		}
+	}
+	return ""
+}
 
 // Set sets key to value, replacing its values.
 func (c HeaderCarrier) Set(key, value string) { nats.Header(c).Set(key, value) }
