@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+)
+
+// otlpReceiver is an OTLP/HTTP trace receiver: it keeps every span the
+// processes export, with the service.name of its resource.
+type otlpReceiver struct {
+	mu    sync.Mutex
+	spans []recvSpan
+	bad   []string // requests that did not decode
+}
+
+// recvSpan is a span as received, with its process's service.name.
+type recvSpan struct {
+	service string
+	*tracepb.Span
+}
+
+func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req coltracepb.ExportTraceServiceRequest
+	if err == nil && r.URL.Path == "/v1/traces" {
+		err = proto.Unmarshal(body, &req)
+	} else if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		o.bad = append(o.bad, r.URL.Path+": "+err.Error())
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	for _, rs := range req.ResourceSpans {
+		svc := attrString(rs.GetResource().GetAttributes(), "service.name")
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				o.spans = append(o.spans, recvSpan{service: svc, Span: s})
+			}
+		}
+	}
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// received returns the spans received so far.
+func (o *otlpReceiver) received() ([]recvSpan, []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]recvSpan(nil), o.spans...), append([]string(nil), o.bad...)
+}
+
+// attrString returns the string value of attribute key, or "".
+func attrString(attrs []*commonpb.KeyValue, key string) string {
+	for _, kv := range attrs {
+		if kv.Key == key {
+			if s, ok := kv.Value.Value.(*commonpb.AnyValue_StringValue); ok {
+				return s.StringValue
+			}
+			return kv.Value.String()
+		}
+	}
+	return ""
+}
+
+// attrInt returns the integer value of attribute key, and whether it is
+// one.
+func attrInt(attrs []*commonpb.KeyValue, key string) (int64, bool) {
+	for _, kv := range attrs {
+		if kv.Key == key {
+			if i, ok := kv.Value.Value.(*commonpb.AnyValue_IntValue); ok {
+				return i.IntValue, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestTraceOfAJob runs a job through a worker process and a submit
+// process, both exporting spans to an in-test OTLP/HTTP receiver, and
+// checks the trace: the submit's PRODUCER span and every batch's
+// CONSUMER span in the worker share one trace id, each batch span the
+// child of the submit's (through the work message's traceparent) with
+// its cache lookup, solve and results write below it; the follow of
+// --wait is in the same trace; the messaging attributes are set; and no
+// span's name holds the job's id.
+func TestTraceOfAJob(t *testing.T) {
+	ns, rs := testenv.NATSServer(t), testenv.RedisServer(t)
+	recv := &otlpReceiver{}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	name := testenv.Name("e2etrace")
+	e := baseEnv(queueEnv(name)...).with(
+		"SUDOKU_NATS_URL="+ns.URL(),
+		"SUDOKU_REDIS_ADDRS="+rs.Addr,
+		"SUDOKU_QUEUE_BATCH_SIZE=20",
+		"SUDOKU_QUEUE_FIRST_BATCH_SIZE=20",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_TRACES_SAMPLER=always_on",
+		"OTEL_BSP_SCHEDULE_DELAY=200",
+		"OTEL_SERVICE_NAME=", "OTEL_RESOURCE_ATTRIBUTES=", "OTEL_SDK_DISABLED=",
+	)
+	const n = 200
+	file := writeFile(t, manyPuzzles(t, n, "17_clue_200.txt"))
+	out := t.TempDir() + "/out.txt"
+
+	w := start(t, "worker", e, "worker")
+	code, _, stderr := run(t, 2*time.Minute, e, "submit", "--wait", "--out", out, file)
+	if code != 0 {
+		t.Fatalf("submit --wait: exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`job (\S+): \d+ lines: \d+ queued in (\d+) batch`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("submit printed no job line: %s", stderr)
+	}
+	id := m[1]
+	batches, _ := strconv.Atoi(m[2])
+	if batches < 2 {
+		t.Fatalf("the job has %d batches: the test needs several", batches)
+	}
+	// The worker flushes its spans as it stops.
+	if code := w.stop(20 * time.Second); code != 0 {
+		t.Errorf("worker: exit %d after SIGTERM", code)
+	}
+	spans, bad := recv.received()
+	if len(bad) > 0 {
+		t.Errorf("the receiver could not decode %d requests: %v", len(bad), bad)
+	}
+	if len(spans) == 0 {
+		t.Fatal("no span was received")
+	}
+
+	t.Logf("job %s: %d batches, %d spans received", id, batches, len(spans))
+	workTmpl := name + ".jobs.{owner}.{priority}.{slot}.{serial}"
+	_, serial, _ := strings.Cut(id, ".")
+	var submit *recvSpan
+	byID := map[string]recvSpan{}
+	for i, s := range spans {
+		byID[hex.EncodeToString(s.SpanId)] = s
+		if strings.Contains(s.Name, serial) {
+			t.Errorf("span %q names the job", s.Name)
+		}
+		if s.Kind == tracepb.Span_SPAN_KIND_PRODUCER && attrString(s.Attributes, "sudoku.job.id") == id {
+			if submit != nil {
+				t.Errorf("two submit spans")
+			}
+			submit = &spans[i]
+		}
+	}
+	if submit == nil {
+		t.Fatalf("no PRODUCER span of job %s among %d spans", id, len(spans))
+	}
+	traceID := hex.EncodeToString(submit.TraceId)
+	for _, tc := range []struct{ key, want string }{
+		{"messaging.system", "nats"},
+		{"messaging.operation.type", "send"},
+		{"messaging.destination.template", workTmpl},
+		{"sudoku.job.id", id},
+	} {
+		if got := attrString(submit.Attributes, tc.key); got != tc.want {
+			t.Errorf("submit span: %s = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+	if got, _ := attrInt(submit.Attributes, "messaging.batch.message_count"); got != int64(batches) {
+		t.Errorf("submit span: messaging.batch.message_count = %d, want %d", got, batches)
+	}
+	if submit.Name != "send "+workTmpl || submit.service != "sudoku-submit" {
+		t.Errorf("submit span %q of %q, want %q of sudoku-submit", submit.Name, submit.service, "send "+workTmpl)
+	}
+
+	// Every batch: one CONSUMER span in the submit's trace, its child,
+	// with its children.
+	children := map[string]map[string]int{} // batch span id -> child name -> count
+	seen := map[int64]bool{}
+	var follow bool
+	for _, s := range spans {
+		sameTrace := hex.EncodeToString(s.TraceId) == traceID
+		switch {
+		case s.Kind == tracepb.Span_SPAN_KIND_CONSUMER && s.service == "sudoku-worker":
+			idx, ok := attrInt(s.Attributes, "sudoku.batch.index")
+			if !ok {
+				t.Errorf("batch span %q without sudoku.batch.index", s.Name)
+				continue
+			}
+			seen[idx] = true
+			if !sameTrace || hex.EncodeToString(s.ParentSpanId) != hex.EncodeToString(submit.SpanId) {
+				t.Errorf("batch %d: span in trace %x under %x, want trace %s under the submit's %x",
+					idx, s.TraceId, s.ParentSpanId, traceID, submit.SpanId)
+			}
+			for _, tc := range []struct{ key, want string }{
+				{"messaging.system", "nats"},
+				{"messaging.operation.type", "process"},
+				{"messaging.destination.template", workTmpl},
+				{"sudoku.job.id", id},
+				{"sudoku.batch.outcome", "acked"},
+			} {
+				if got := attrString(s.Attributes, tc.key); got != tc.want {
+					t.Errorf("batch %d span: %s = %q, want %q", idx, tc.key, got, tc.want)
+				}
+			}
+			if attrString(s.Attributes, "messaging.consumer.group.name") == "" {
+				t.Errorf("batch %d span: no messaging.consumer.group.name", idx)
+			}
+			if s.Name != "process "+workTmpl {
+				t.Errorf("batch %d span named %q", idx, s.Name)
+			}
+			if children[hex.EncodeToString(s.SpanId)] == nil {
+				children[hex.EncodeToString(s.SpanId)] = map[string]int{}
+			}
+		case s.Kind == tracepb.Span_SPAN_KIND_CONSUMER && s.service == "sudoku-submit":
+			follow = true
+			if !sameTrace || attrString(s.Attributes, "sudoku.job.id") != id {
+				t.Errorf("follow span %q: trace %x, job %q; want trace %s, job %s", s.Name, s.TraceId,
+					attrString(s.Attributes, "sudoku.job.id"), traceID, id)
+			}
+		}
+	}
+	for _, s := range spans {
+		parent, ok := byID[hex.EncodeToString(s.ParentSpanId)]
+		if ok && parent.Kind == tracepb.Span_SPAN_KIND_CONSUMER && parent.service == "sudoku-worker" {
+			c := children[hex.EncodeToString(parent.SpanId)]
+			c[s.Name]++
+		}
+	}
+	if len(seen) != batches {
+		t.Errorf("spans of %d batches, want %d: %v", len(seen), batches, seen)
+	}
+	if !follow {
+		t.Error("no span of the follow of --wait")
+	}
+	for sid, c := range children {
+		if c["solve"] != 1 || c["results write"] != 1 || c["cache lookup"] > 1 {
+			t.Errorf("batch span %s has children %v, want one solve, one results write, at most one cache lookup", sid, c)
+		}
+	}
+}
