@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,6 +246,9 @@ func TestTraceOfAJob(t *testing.T) {
 			c[s.Name]++
 		}
 	}
+	if testing.Verbose() {
+		t.Logf("the trace:\n%s", traceTree(spans, traceID))
+	}
 	if len(seen) != batches {
 		t.Errorf("spans of %d batches, want %d: %v", len(seen), batches, seen)
 	}
@@ -254,4 +260,56 @@ func TestTraceOfAJob(t *testing.T) {
 			t.Errorf("batch span %s has children %v, want one solve, one results write, at most one cache lookup", sid, c)
 		}
 	}
+}
+
+// traceTree draws the spans of trace traceID as a tree (for -v, and
+// docs/observability.md): each span's service, kind, name, duration from
+// the trace's start, and its sudoku.* and messaging.* attributes.
+func traceTree(spans []recvSpan, traceID string) string {
+	kids := map[string][]recvSpan{}
+	var start uint64
+	ids := map[string]bool{}
+	for _, s := range spans {
+		if hex.EncodeToString(s.TraceId) == traceID {
+			ids[hex.EncodeToString(s.SpanId)] = true
+			if start == 0 || s.StartTimeUnixNano < start {
+				start = s.StartTimeUnixNano
+			}
+		}
+	}
+	for _, s := range spans {
+		if hex.EncodeToString(s.TraceId) != traceID {
+			continue
+		}
+		p := hex.EncodeToString(s.ParentSpanId)
+		if !ids[p] {
+			p = ""
+		}
+		kids[p] = append(kids[p], s)
+	}
+	for _, k := range kids {
+		slices.SortFunc(k, func(a, b recvSpan) int { return cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano) })
+	}
+	var b strings.Builder
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, s := range kids[parent] {
+			var attrs []string
+			for _, kv := range s.Attributes {
+				if strings.HasPrefix(kv.Key, "sudoku.") || strings.HasPrefix(kv.Key, "messaging.") {
+					v := attrString([]*commonpb.KeyValue{kv}, kv.Key)
+					if i, ok := attrInt([]*commonpb.KeyValue{kv}, kv.Key); ok {
+						v = strconv.FormatInt(i, 10)
+					}
+					attrs = append(attrs, kv.Key+"="+v)
+				}
+			}
+			fmt.Fprintf(&b, "%s%s [%s %s] +%.1fms %.1fms %s\n", strings.Repeat("  ", depth), s.Name, s.service,
+				strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_"), float64(s.StartTimeUnixNano-start)/1e6,
+				float64(s.EndTimeUnixNano-s.StartTimeUnixNano)/1e6, strings.Join(attrs, " "))
+			walk(hex.EncodeToString(s.SpanId), depth+1)
+		}
+	}
+	walk("", 0)
+	return b.String()
 }
