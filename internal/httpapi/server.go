@@ -38,7 +38,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
@@ -228,21 +227,8 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	}
 	s.routes()
 	s.handler = s.metrics.instrument(s.mux)
-	if telemetry.Enabled() {
-		// A SERVER span a request, named after its route (never its
-		// path: no job id in a span's name), joined to the caller's
-		// trace by its traceparent header.
-		s.handler = otelhttp.NewHandler(s.handler, "sudoku-api",
-			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-				if _, p := s.mux.Handler(r); p != "" {
-					if strings.HasPrefix(p, r.Method+" ") {
-						return p
-					}
-					return r.Method + " " + p
-				}
-				return r.Method
-			}))
-	}
+	// With tracing on, a SERVER span a request, named after its route.
+	s.handler = telemetry.HTTPHandler(s.handler, s.mux)
 	return s, nil
 }
 

@@ -55,9 +55,10 @@ func Inject(ctx context.Context, h nats.Header) {
 }
 
 // Extract returns ctx with the remote trace context that h carries, if
-// any: the parent of the span that handles the message.
+// any: the parent of the span that handles the message. With tracing off
+// it returns ctx.
 func Extract(ctx context.Context, h nats.Header) context.Context {
-	if len(h) == 0 {
+	if len(h) == 0 || !Enabled() {
 		return ctx
 	}
 	return otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(h))

@@ -36,7 +36,7 @@ func MicroHandler(name, subjectTemplate string, h micro.Handler) micro.Handler {
 	}
 	return micro.HandlerFunc(func(req micro.Request) {
 		ctx := Extract(context.Background(), nats.Header(req.Headers()))
-		ctx, span := tracer.Start(ctx, "process "+name, trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := Tracer().Start(ctx, "process "+name, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(NATS, MessagingOperationType.String("process"),
 				MessagingOperationName.String(name), MessagingDestTemplate.String(subjectTemplate)))
 		defer span.End()

@@ -24,20 +24,27 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // ScopeName is the instrumentation scope of the service's spans.
 const ScopeName = "github.com/sudoku-queue/sudoku-queue"
 
-// tracer is the service's tracer: it follows the global provider, so
-// that it is the no-op one until Setup installs another.
-var tracer = otel.Tracer(ScopeName)
+// tracer holds the service's tracer: OpenTelemetry's no-op one until
+// Setup installs a provider (a span start then costs no lock and no
+// allocation).
+var tracer atomic.Pointer[trace.Tracer]
+
+func init() {
+	t := noop.NewTracerProvider().Tracer(ScopeName)
+	tracer.Store(&t)
+}
 
 // enabled is whether Setup installed a tracer provider.
 var enabled atomic.Bool
 
 // Tracer returns the tracer of the service's spans.
-func Tracer() trace.Tracer { return tracer }
+func Tracer() trace.Tracer { return *tracer.Load() }
 
 // Enabled reports whether tracing is on (Setup found it configured). Code
 // that would cost something even with the no-op tracer (such as wrapping
@@ -90,13 +97,30 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 		return nothing, fmt.Errorf("telemetry: the resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	enabled.Store(true)
+	install(tp)
 	return func(ctx context.Context) error {
 		if err := tp.Shutdown(ctx); err != nil {
 			return fmt.Errorf("telemetry: flush the spans: %w", err)
 		}
 		return nil
 	}, nil
+}
+
+// install makes tp the service's tracer provider (and the global one), with the W3C
+// trace-context and baggage propagators, and turns Enabled on. It
+// returns what puts back the provider and propagator that were there
+// (for tests).
+func install(tp trace.TracerProvider) (restore func()) {
+	old, oldProp := tracer.Load(), otel.GetTextMapPropagator()
+	t := tp.Tracer(ScopeName)
+	tracer.Store(&t)
+	otel.SetTracerProvider(tp) // otelhttp's
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	enabled.Store(true)
+	return func() {
+		tracer.Store(old)
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(oldProp)
+		enabled.Store(false)
+	}
 }
