@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 )
 
@@ -56,4 +57,16 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
+}
+
+// lookup looks keys up in the cache (LookupBatch) in a span of its own,
+// "cache lookup", when there is something to look up.
+func (w *Worker) lookup(ctx context.Context, keys []job.Key) []*job.Outcome {
+	if len(keys) > 0 {
+		var span trace.Span
+		ctx, span = telemetry.Tracer().Start(ctx, "cache lookup")
+		defer span.End()
+	}
+	hits, _ := w.cache.LookupBatch(ctx, keys)
+	return hits
 }

@@ -690,9 +690,7 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	sc.keys = keys
 	var hits []*job.Outcome
 	if b.Flags&job.FlagNoLookup == 0 {
-		lctx, span := telemetry.Tracer().Start(ctx, "cache lookup")
-		hits, _ = w.cache.LookupBatch(lctx, keys)
-		span.End()
+		hits = w.lookup(ctx, keys)
 	}
 	sh := &share{w: w, ctx: ctx, b: b, opts: solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first},
 		idx: sc.todo[:0]}
