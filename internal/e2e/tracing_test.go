@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"cmp"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -18,6 +20,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
@@ -52,6 +55,20 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	o.addLocked(&req)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// add keeps the spans of req.
+func (o *otlpReceiver) add(req *coltracepb.ExportTraceServiceRequest) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.addLocked(req)
+}
+
+func (o *otlpReceiver) addLocked(req *coltracepb.ExportTraceServiceRequest) {
 	for _, rs := range req.ResourceSpans {
 		svc := attrString(rs.GetResource().GetAttributes(), "service.name")
 		for _, ss := range rs.ScopeSpans {
@@ -60,9 +77,6 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
 }
 
 // received returns the spans received so far.
@@ -99,8 +113,8 @@ func attrInt(attrs []*commonpb.KeyValue, key string) (int64, bool) {
 }
 
 // TestTraceOfAJob runs a job through a worker process and a submit
-// process, both exporting spans to an in-test OTLP/HTTP receiver, and
-// checks the trace: the submit's PRODUCER span and every batch's
+// process, both exporting spans to an in-test OTLP receiver, over HTTP
+// and over gRPC, and checks the trace: the submit's PRODUCER span and every batch's
 // CONSUMER span in the worker share one trace id, each batch span the
 // child of the submit's (through the work message's traceparent) with
 // its cache lookup, solve and results write below it; the follow of
@@ -108,17 +122,60 @@ func attrInt(attrs []*commonpb.KeyValue, key string) (int64, bool) {
 // span's name holds the job's id.
 func TestTraceOfAJob(t *testing.T) {
 	ns, rs := testenv.NATSServer(t), testenv.RedisServer(t)
-	recv := &otlpReceiver{}
-	srv := httptest.NewServer(recv)
-	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		protocol string
+		serve    func(t *testing.T, recv *otlpReceiver) (endpoint string)
+	}{
+		{"http/protobuf", func(t *testing.T, recv *otlpReceiver) string {
+			srv := httptest.NewServer(recv)
+			t.Cleanup(srv.Close)
+			return srv.URL
+		}},
+		{"grpc", serveOTLPGRPC},
+	} {
+		t.Run(strings.ReplaceAll(tc.protocol, "/", "_"), func(t *testing.T) {
+			recv := &otlpReceiver{}
+			traceOfAJob(t, ns, rs, recv, tc.protocol, tc.serve(t, recv))
+		})
+	}
+}
+
+// serveOTLPGRPC serves recv as an OTLP/gRPC trace receiver on a free
+// port and returns its endpoint.
+func serveOTLPGRPC(t *testing.T, recv *otlpReceiver) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, grpcReceiver{recv: recv})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return "http://" + lis.Addr().String()
+}
+
+// grpcReceiver is the gRPC face of an otlpReceiver.
+type grpcReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	recv *otlpReceiver
+}
+
+func (g grpcReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	g.recv.add(req)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// traceOfAJob is TestTraceOfAJob with the spans exported to recv at
+// endpoint over protocol.
+func traceOfAJob(t *testing.T, ns, rs *testenv.Server, recv *otlpReceiver, protocol, endpoint string) {
 	name := testenv.Name("e2etrace")
 	e := baseEnv(queueEnv(name)...).with(
 		"SUDOKU_NATS_URL="+ns.URL(),
 		"SUDOKU_REDIS_ADDRS="+rs.Addr,
 		"SUDOKU_QUEUE_BATCH_SIZE=20",
 		"SUDOKU_QUEUE_FIRST_BATCH_SIZE=20",
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL,
-		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint,
+		"OTEL_EXPORTER_OTLP_PROTOCOL="+protocol,
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_TRACES_SAMPLER=always_on",
 		"OTEL_BSP_SCHEDULE_DELAY=200",
