@@ -11,10 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 )
 
 // ErrJobFailed is matched by the error of Follow for a job whose
@@ -77,7 +80,9 @@ type FollowOptions struct {
 // Errors: job.ErrNotFound for an unknown job; ErrJobFailed for a job whose
 // submission failed; ErrResultsGone for a finished job whose results
 // expired; out's error; ctx's error.
-func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Result) error, opts FollowOptions) (job.Record, error) {
+func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Result) error, opts FollowOptions) (rec job.Record, err error) {
+	ctx, span := followSpan(ctx, q, id)
+	defer func() { endFollowSpan(span, &rec, err) }()
 	if opts.Window <= 0 {
 		opts.Window = 16384
 	}
@@ -784,4 +789,29 @@ func (p *pump) Stop() {
 		_ = p.q.Results.DeleteConsumer(ctx, info.Name)
 		cancel()
 	}
+}
+
+// followSpan starts the span of a Follow of job id: a CONSUMER span of
+// the results stream.
+func followSpan(ctx context.Context, q *queue.Queue, id string) (context.Context, trace.Span) {
+	tmpl := q.Opts.ResultSubjectTemplate()
+	ctx, span := telemetry.Tracer().Start(ctx, "receive "+tmpl, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.NATS, telemetry.MessagingOperationType.String("receive"),
+			telemetry.MessagingOperationName.String("follow"), telemetry.MessagingDestTemplate.String(tmpl),
+			telemetry.JobID.String(id))
+	}
+	return ctx, span
+}
+
+// endFollowSpan ends the span of a Follow that read rec, with err.
+func endFollowSpan(span trace.Span, rec *job.Record, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.MessagingBatchCount.Int64(rec.Batches), telemetry.JobState.String(string(rec.State)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }

@@ -15,11 +15,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -257,15 +261,27 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	if s.pending, err = p.admit(ctx, int64(len(src.items))); err != nil {
 		return nil, err
 	}
+	// The submit's span: the parent of every batch's span in the workers,
+	// through the traceparent header of the work messages.
+	ctx, span := telemetry.Tracer().Start(ctx, "send "+p.q.Opts.WorkSubjectTemplate(),
+		trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.NATS, telemetry.MessagingOperationType.String("send"),
+			telemetry.MessagingOperationName.String("submit"),
+			telemetry.MessagingDestTemplate.String(p.q.Opts.WorkSubjectTemplate()),
+			telemetry.JobID.String(id), telemetry.JobOwner.String(p.opts.Owner))
+	}
 	st := &Started{ID: s.sub.ID, done: make(chan struct{})}
 	if src.all {
 		s.small = true
 		if err := s.run(ctx, src); err != nil {
 			s.pub.abandon()
+			s.endSpan(span, err)
 			return nil, err
 		}
 		s.sub.Accepted = s.sub.Lines - s.sub.Invalid
 		st.sub = s.sub
+		s.endSpan(span, nil)
 		close(st.done)
 		return st, nil
 	}
@@ -275,7 +291,9 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	_, err = p.jobs.Create(cctx, &s.rec)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("create the job record: %w", err)
+		err = fmt.Errorf("create the job record: %w", err)
+		s.endSpan(span, err)
+		return nil, err
 	}
 	go func() {
 		defer close(st.done)
@@ -288,8 +306,22 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 		}
 		s.sub.Accepted = s.sub.Lines - s.sub.Invalid
 		st.sub, st.err = s.sub, err
+		s.endSpan(span, err)
 	}()
 	return st, nil
+}
+
+// endSpan ends the submit's span with what was published, and err.
+func (s *submission) endSpan(span trace.Span, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.MessagingBatchCount.Int64(s.sub.Batches),
+			telemetry.JobLines.Int64(s.sub.Lines))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }
 
 // admit checks Options.Quota before a job of the owner, with lines read
@@ -624,7 +656,9 @@ func (s *submission) closeBatch(ctx context.Context) error {
 		if checked {
 			b.Flags |= job.FlagNoLookup
 		}
-		s.out = append(s.out, inflight{msg: s.p.q.Opts.WorkMsg(b, s.lane)})
+		m := s.p.q.Opts.WorkMsg(b, s.lane)
+		telemetry.Inject(ctx, m.Header)
+		s.out = append(s.out, inflight{msg: m})
 	}
 	s.digests = append(s.digests, d)
 	s.sub.Queued += int64(solve)

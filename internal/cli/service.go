@@ -20,6 +20,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
@@ -31,7 +32,7 @@ func loadConfig(cmd *cobra.Command) (*config.Config, *slog.Logger, error) {
 	if err != nil {
 		return nil, nil, &exitError{code: ExitUsage, err: configError(err)}
 	}
-	return cfg, slog.New(cfg.Log.Handler(cmd.ErrOrStderr())), nil
+	return cfg, slog.New(telemetry.NewLogHandler(cfg.Log.Handler(cmd.ErrOrStderr()))), nil
 }
 
 // configError words the problems config.Load found: each bad setting
