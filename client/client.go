@@ -17,6 +17,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,8 +28,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
@@ -159,10 +162,20 @@ type Options struct {
 // Client submits and follows jobs. It is safe for concurrent use; Close
 // it when done.
 type Client struct {
-	cfg        *config.Config
-	conn       *app.Conn
-	log        *slog.Logger
-	owner      string
+	cfg  *config.Config // nil for New's
+	conn *app.Conn
+	// ownsConn says Close closes conn (Dial's, not New's).
+	ownsConn bool
+	log      *slog.Logger
+	// base are the settings of the jobs submitted: batches, quota and
+	// usage; Owner is the connection's own owner.
+	base producer.Options
+	// user is the NATS user ("": roles off).
+	user  string
+	owner string
+	// acting says the client is a view made by As, acting for a caller
+	// of a door (the HTTP API, the micro service).
+	acting     bool
 	stopWorker func()
 }
 
@@ -193,7 +206,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	c := &Client{cfg: cfg, conn: conn, log: log, owner: cfg.Owner(), stopWorker: func() {}}
+	base := producer.Options{BatchSize: cfg.Queue.BatchSize, FirstBatch: cfg.Queue.FirstBatchSize,
+		MaxMessageBytes: cfg.Queue.MaxMessageBytes, Owner: cfg.Owner(), Quota: quotaOf(cfg), Logger: log}
+	c := &Client{cfg: cfg, conn: conn, ownsConn: true, log: log, base: base, user: cfg.NATS.User,
+		owner: cfg.Owner(), stopWorker: func() {}}
 	if workers > 0 {
 		ready := make(chan struct{})
 		c.stopWorker = c.startWorker(workers, ready)
@@ -205,6 +221,52 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// New returns a Client over a connection already open: the queue q (set
+// up with queue.Setup), its NATS connection, and the cache c (nil: none).
+// Jobs are submitted with opts (batches, quota, usage; opts.Owner is the
+// client's owner, default job.DefaultOwner). Close leaves q and c open.
+//
+// It is for the sudoku command's own doors (sudoku serve's HTTP API, the
+// workers' micro service), which open their connection with options of
+// their own (a worker's consumer, draining) and hold one Client for every
+// caller (As); its arguments are of internal packages, so another module
+// cannot call it: Dial is the way in.
+func New(q *queue.Queue, c *cache.Guard, opts producer.Options) *Client {
+	if c == nil {
+		c = cache.NewGuard(nil, cache.GuardOptions{})
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Owner = cmp.Or(opts.Owner, job.DefaultOwner)
+	nc := q.JS.Conn()
+	return &Client{conn: &app.Conn{NC: nc, JS: q.JS, Queue: q, Cache: c}, log: opts.Logger, base: opts,
+		user: nc.Opts.User, owner: opts.Owner, stopWorker: func() {}}
+}
+
+// As returns a view of c acting for caller: the jobs it submits are
+// caller's, and it reads, follows, cancels and lists jobs as caller may
+// (producer.MayTouch: its own, or any for a caller whose role acts for
+// others). Its submissions are bounded in growth (producer.DefaultMaxGrowth)
+// as a door's must be. It shares c's connection: Close c, not the view.
+//
+// A door acts for its callers under one NATS user: one that may act for
+// any owner (gateway, admin, worker), or any with roles off. Over another
+// user, a view's calls on jobs that user's owner may not touch return
+// ErrForbidden too, before asking the servers.
+func (c *Client) As(caller string) *Client {
+	v := *c
+	v.owner, v.acting, v.ownsConn, v.stopWorker = caller, true, false, func() {}
+	return &v
+}
+
+// actsForOthers reports whether the client's NATS user may act for
+// other owners: roles off, or a gateway, admin or worker user.
+func (c *Client) actsForOthers() bool {
+	r, ok := roles.Of(c.user)
+	return c.user == "" || !ok || r.Writes() || r == roles.Worker
 }
 
 // envOf is the environment Load reads: Options.Settings as SUDOKU_*
@@ -275,7 +337,9 @@ func (c *Client) Owner() string { return c.owner }
 func (c *Client) Close() error {
 	c.stopWorker()
 	c.stopWorker = func() {}
-	c.conn.Close()
+	if c.ownsConn {
+		c.conn.Close()
+	}
 	return nil
 }
 

@@ -37,18 +37,12 @@ type Started = producer.Started
 
 // producer returns a producer for the client's owner with o.
 func (c *Client) producer(o SubmitOptions) *producer.Producer {
-	q := c.cfg.Queue
-	return producer.New(c.conn.Queue, c.conn.Cache, producer.Options{
-		BatchSize:       q.BatchSize,
-		FirstBatch:      q.FirstBatchSize,
-		MaxMessageBytes: q.MaxMessageBytes,
-		Force:           o.Force,
-		FirstSolution:   o.First,
-		Priority:        o.Priority,
-		Owner:           c.owner,
-		Quota:           quotaOf(c.cfg),
-		Logger:          c.log,
-	})
+	opts := c.base
+	opts.Force, opts.FirstSolution, opts.Priority, opts.Owner = o.Force, o.First, o.Priority, c.owner
+	if c.acting && opts.MaxGrowth == 0 {
+		opts.MaxGrowth = producer.DefaultMaxGrowth
+	}
+	return producer.New(c.conn.Queue, c.conn.Cache, opts)
 }
 
 // Submit reads every puzzle of in (one per line, or 9-line grids; blank
@@ -211,8 +205,11 @@ type ListOptions struct {
 // List returns the status of the newest jobs, newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) ([]Status, error) {
 	owner := ""
-	if r, ok := roles.Of(c.cfg.NATS.User); ok && !r.ActsForOthers() && !o.All {
+	if r, ok := roles.Of(c.user); ok && !r.ActsForOthers() && !o.All {
 		owner = c.owner // the servers let a producer read no other's
+	}
+	if r, ok := roles.Of(c.owner); c.acting && !(ok && r.ActsForOthers()) {
+		owner = c.owner // a door's caller lists its own
 	}
 	sts, err := producer.Jobs(ctx, c.conn.Queue, owner, cmp.Or(max(o.Limit, 0), 100), c.log)
 	return sts, wrap(err)
@@ -250,7 +247,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 // nothing names any more, to expire with job.result_ttl.
 func (c *Client) PurgesResults() bool {
 	r, ok := roles.Of(c.owner)
-	return (ok && r == roles.Admin) || c.cfg.NATS.User == ""
+	return (ok && r == roles.Admin) || c.user == ""
 }
 
 // mayTouch returns nil when the client may read (write false) or change
@@ -260,5 +257,8 @@ func (c *Client) mayTouch(id string, write bool) error {
 	if !job.ValidID(id) {
 		return fmt.Errorf("%q is not a job id (owner.serial): %w", id, ErrNotFound)
 	}
-	return producer.MayTouch(c.owner, id, write)
+	if err := producer.MayTouch(c.owner, id, write); err != nil || !c.acting || c.actsForOthers() {
+		return err
+	}
+	return producer.MayTouch(c.base.Owner, id, write)
 }

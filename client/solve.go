@@ -22,44 +22,54 @@ type SolveOptions struct {
 }
 
 // Get returns the cached result of puzzle (text in any form a puzzle
-// file takes: 81 characters, or a 9-line grid), checked as every answer
-// is (a cached value that fails is a miss). Errors: ErrBadInput (a
-// *solver.ParseError says what and where) for a puzzle that does not
-// parse; ErrNotCached for a miss, or when Redis does not answer.
+// file takes: 81 characters, or a 9-line grid; or the puzzle's key, its
+// 64 lower-case hex digits), checked as every answer is (a cached value
+// that fails is a miss). Errors: ErrBadInput (a *solver.ParseError says
+// what and where) for a puzzle that does not parse; ErrNotCached for a
+// miss; ErrNotCached and ErrUnavailable when the cache did not answer.
 func (c *Client) Get(ctx context.Context, puzzle string) (Result, error) {
-	g, err := solver.Parse(puzzle)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+	var g *solver.Grid
+	key := puzzle
+	if !solver.IsKey(puzzle) {
+		pg, err := solver.Parse(puzzle)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		g, key = &pg, pg.Key()
 	}
-	if r, ok := c.lookup(ctx, &g, false); ok {
-		return r, nil
+	r, answered := c.lookup(ctx, key, g, false)
+	switch {
+	case r != nil:
+		return *r, nil
+	case !answered:
+		return Result{}, fmt.Errorf("puzzle %s: %w (%w: the cache did not answer)", key, ErrNotCached, ErrUnavailable)
 	}
-	return Result{}, fmt.Errorf("puzzle %s: %w", g.Key(), ErrNotCached)
+	return Result{}, fmt.Errorf("puzzle %s: %w", key, ErrNotCached)
 }
 
-// lookup returns puzzle g's cached answer, if the cache has one that
-// answers the mode asked (first) and passes the check.
-func (c *Client) lookup(ctx context.Context, g *solver.Grid, first bool) (Result, bool) {
-	key := g.Key()
+// lookup returns the cached answer of the puzzle with key (g, if not nil,
+// is the puzzle), if the cache has one that answers the mode asked
+// (first) and passes the check; answered says the cache answered.
+func (c *Client) lookup(ctx context.Context, key string, g *solver.Grid, first bool) (r *Result, answered bool) {
 	k, err := job.ParseKey(key)
 	if err != nil {
-		return Result{}, false
+		return nil, false
 	}
 	hits, ok := c.conn.Cache.Lookup(ctx, []job.Key{k})
 	if !ok || hits == nil || hits[0] == nil {
-		return Result{}, false
+		return nil, ok
 	}
 	o := hits[0]
-	if o.Puzzle != *g || !o.Answers(first) {
-		return Result{}, false
+	if g != nil && o.Puzzle != *g || !o.Answers(first) {
+		return nil, true
 	}
 	if err := o.Verify(ctx, first); err != nil {
 		c.log.Warn("client: a cached value fails its check: solving instead", "key", key, "err", err)
-		return Result{}, false
+		return nil, true
 	}
-	r := o.Result(0, key)
-	r.Cached = true
-	return r, true
+	res := o.Result(0, key)
+	res.Cached = true
+	return &res, true
 }
 
 // Solve returns the result of one puzzle: from the cache when it holds
@@ -73,13 +83,16 @@ func (c *Client) Solve(ctx context.Context, puzzle string, o SolveOptions) (Resu
 	if err != nil {
 		return result.Invalid(0, puzzle, err), nil
 	}
+	answered := false
 	if !o.NoCache {
-		if r, ok := c.lookup(ctx, &g, o.First); ok {
-			return r, nil
+		var r *Result
+		if r, answered = c.lookup(ctx, g.Key(), &g, o.First); r != nil {
+			return *r, nil
 		}
 	}
+	// A lookup that answered (a miss) need not be made again by the worker.
 	r, err := producer.Solve(ctx, c.conn.NC, c.conn.Queue.Opts, g.String(),
-		producer.SolveOptions{First: o.First, NoLookup: true, Logger: c.log})
+		producer.SolveOptions{First: o.First, NoLookup: o.NoCache || answered, Logger: c.log})
 	if err != nil && !errors.Is(err, ErrNoWorker) {
 		err = wrap(err)
 	}
