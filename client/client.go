@@ -343,8 +343,9 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// wrap makes err match the package's sentinels: ErrUnavailable for NATS
-// or JetStream not answering, ErrBadInput for input refused as such.
+// wrap makes err match the package's sentinels, its message unchanged:
+// ErrUnavailable for NATS or JetStream not answering, ErrBadInput for
+// input refused as such.
 func wrap(err error) error {
 	if err == nil {
 		return nil
@@ -352,12 +353,18 @@ func wrap(err error) error {
 	switch producer.KindOf(err) {
 	case producer.KindUnavailable:
 		if !errors.Is(err, ErrUnavailable) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return &sentinelError{ErrUnavailable, err}
 		}
 	case producer.KindBadRequest:
 		if !errors.Is(err, ErrBadInput) {
-			return fmt.Errorf("%w: %w", ErrBadInput, err)
+			return &sentinelError{ErrBadInput, err}
 		}
 	}
 	return err
 }
+
+// sentinelError is err that matches a sentinel too, with err's message.
+type sentinelError struct{ sentinel, err error }
+
+func (e *sentinelError) Error() string   { return e.err.Error() }
+func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }
