@@ -41,7 +41,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -379,8 +378,8 @@ func Default() *Config {
 		},
 		Serve: ServeConfig{
 			Addr:           "127.0.0.1:8080",
-			MaxBodyBytes:   httpapi.DefaultMaxBodyBytes,
-			RequestTimeout: httpapi.DefaultRequestTimeout,
+			MaxBodyBytes:   DefaultMaxBodyBytes,
+			RequestTimeout: DefaultRequestTimeout,
 			AllowedHosts:   []string{},
 			AllowedOrigins: []string{},
 		},
@@ -509,3 +508,10 @@ func (l LogConfig) Handler(w io.Writer) slog.Handler {
 	}
 	return slog.NewTextHandler(w, opts)
 }
+
+// The defaults of serve.max_body_bytes and serve.request_timeout (and so
+// of httpapi.Options).
+const (
+	DefaultMaxBodyBytes   = 64 << 20
+	DefaultRequestTimeout = 30 * time.Second
+)

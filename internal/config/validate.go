@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 )
 
@@ -222,12 +222,12 @@ func (c Config) problems() []error {
 	}
 	p.positive("serve.request_timeout", s.RequestTimeout)
 	for _, h := range s.AllowedHosts {
-		if err := httpapi.CheckAllowedHost(h); err != nil {
+		if err := CheckAllowedHost(h); err != nil {
 			p.add("serve.allowed_hosts", h, err.Error())
 		}
 	}
 	for _, o := range s.AllowedOrigins {
-		if err := httpapi.CheckAllowedOrigin(o); err != nil {
+		if err := CheckAllowedOrigin(o); err != nil {
 			p.add("serve.allowed_origins", o, err.Error())
 		}
 	}
@@ -410,4 +410,43 @@ func redactURLs(list string) string {
 		}
 	}
 	return strings.Join(entries, ",")
+}
+
+// CheckAllowedHost returns an error when h cannot be an entry of
+// serve.allowed_hosts: a host name or IP address, with or without a
+// port, or "*".
+func CheckAllowedHost(h string) error {
+	if h == "*" {
+		return nil
+	}
+	if strings.ContainsAny(h, "/@?#* \t") {
+		return fmt.Errorf("allowed host %q: want a host name or address, with or without :port (no scheme, no path)", h)
+	}
+	name := h
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		if port == "" || strings.Trim(port, "0123456789") != "" {
+			return fmt.Errorf("allowed host %q: bad port %q", h, port)
+		}
+		name = host
+	} else if strings.Contains(h, ":") && net.ParseIP(strings.Trim(h, "[]")) == nil {
+		return fmt.Errorf("allowed host %q: want a host name or address, with or without :port: %w", h, err)
+	}
+	name = strings.Trim(name, "[]")
+	if name == "" {
+		return fmt.Errorf("allowed host %q: no host name", h)
+	}
+	return nil
+}
+
+// CheckAllowedOrigin returns an error when o cannot be an entry of
+// serve.allowed_origins: "*", or scheme://host[:port] with nothing
+// after.
+func CheckAllowedOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+		return fmt.Errorf("allowed origin %q: want scheme://host[:port] or *: %w", o, err)
+	}
+	return nil
 }

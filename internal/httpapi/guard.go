@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 )
 
 // The guards of every request, before its token is checked: the Host it
@@ -62,30 +64,8 @@ func newHostGuard(addr string, allowed []string) (*hostGuard, error) {
 }
 
 // CheckAllowedHost returns an error when h cannot be an entry of
-// serve.allowed_hosts: a host name or IP address, with or without a
-// port, or "*".
-func CheckAllowedHost(h string) error {
-	if h == "*" {
-		return nil
-	}
-	if strings.ContainsAny(h, "/@?#* \t") {
-		return fmt.Errorf("allowed host %q: want a host name or address, with or without :port (no scheme, no path)", h)
-	}
-	name := h
-	if host, port, err := net.SplitHostPort(h); err == nil {
-		if port == "" || strings.Trim(port, "0123456789") != "" {
-			return fmt.Errorf("allowed host %q: bad port %q", h, port)
-		}
-		name = host
-	} else if strings.Contains(h, ":") && net.ParseIP(strings.Trim(h, "[]")) == nil {
-		return fmt.Errorf("allowed host %q: want a host name or address, with or without :port: %w", h, err)
-	}
-	name = strings.Trim(name, "[]")
-	if name == "" {
-		return fmt.Errorf("allowed host %q: no host name", h)
-	}
-	return nil
-}
+// serve.allowed_hosts (config.CheckAllowedHost).
+func CheckAllowedHost(h string) error { return config.CheckAllowedHost(h) }
 
 // normalHost returns a host in the form the guard compares: lower case,
 // without IPv6 brackets or a final dot.
@@ -129,24 +109,21 @@ type originGuard struct {
 func newOriginGuard(allowed []string) (*originGuard, error) {
 	g := &originGuard{cop: http.NewCrossOriginProtection()}
 	for _, o := range allowed {
+		if err := config.CheckAllowedOrigin(o); err != nil {
+			return nil, err
+		}
 		if o == "*" {
 			g.any = true
 			continue
 		}
-		if err := g.cop.AddTrustedOrigin(o); err != nil {
-			return nil, fmt.Errorf("allowed origin %q: want scheme://host[:port] or *: %w", o, err)
-		}
+		_ = g.cop.AddTrustedOrigin(o) // checked above
 	}
 	return g, nil
 }
 
 // CheckAllowedOrigin returns an error when o cannot be an entry of
-// serve.allowed_origins: "*", or scheme://host[:port] with nothing
-// after.
-func CheckAllowedOrigin(o string) error {
-	_, err := newOriginGuard([]string{o})
-	return err
-}
+// serve.allowed_origins (config.CheckAllowedOrigin).
+func CheckAllowedOrigin(o string) error { return config.CheckAllowedOrigin(o) }
 
 // check returns the 403 for a request from a browser page of another
 // origin that may change something, else nil.

@@ -39,7 +39,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
+	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -123,8 +125,8 @@ type Options struct {
 // The defaults of Options.MaxBodyBytes and RequestTimeout, and so of
 // serve.max_body_bytes and serve.request_timeout.
 const (
-	DefaultMaxBodyBytes   = 64 << 20
-	DefaultRequestTimeout = 30 * time.Second
+	DefaultMaxBodyBytes   = config.DefaultMaxBodyBytes
+	DefaultRequestTimeout = config.DefaultRequestTimeout
 )
 
 func (o *Options) defaults() {
@@ -159,9 +161,12 @@ func (o *Options) defaults() {
 // it with New, serve Handler (or call Serve), and Close it. It is safe for
 // concurrent use.
 type Server struct {
-	nc      *nats.Conn
-	q       *queue.Queue
-	cache   *cache.Guard
+	nc    *nats.Conn
+	q     *queue.Queue
+	cache *cache.Guard
+	// client acts for each caller (client.Client.As): jobs, solving,
+	// the cache.
+	client  *client.Client
 	opts    Options
 	log     *slog.Logger
 	metrics *apiMetrics
@@ -210,6 +215,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		nc:        q.JS.Conn(),
 		q:         q,
 		cache:     c,
+		client:    client.New(q, c, producerOptions(opts)),
 		opts:      opts,
 		log:       opts.Logger,
 		metrics:   newMetrics(),
@@ -230,6 +236,13 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	// With tracing on, a SERVER span a request, named after its route.
 	s.handler = telemetry.HTTPHandler(s.handler, s.mux)
 	return s, nil
+}
+
+// producerOptions are the settings of the jobs the server submits.
+func producerOptions(o Options) producer.Options {
+	p := o.Producer
+	p.Logger = o.Logger
+	return p
 }
 
 // Handler returns the HTTP handler of every route.
