@@ -152,6 +152,9 @@ type Options struct {
 	// NoCache leaves Redis alone: for a program that only looks at jobs
 	// (Status, List, Wait, Cancel, Remove, Follow) and needs no cache.
 	NoCache bool
+	// CacheOnly connects to Redis alone, and Dial fails when it does not
+	// answer: for a program that only calls Get.
+	CacheOnly bool
 	// OnRefusal, if set, is called at once with each request NATS
 	// refuses the client's user (the error names the server, the user,
 	// its role and what was refused): a one-shot program stops there
@@ -198,7 +201,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		workers = cfg.WorkerConcurrency()
 	}
 	oo := app.OpenOptions{NoConsumer: workers <= 0, Embedded: opts.Embedded, AllowMemoryCache: opts.Embedded,
-		MemoryCache: opts.MemoryCache, NoCache: opts.NoCache}
+		MemoryCache: opts.MemoryCache, NoCache: opts.NoCache, NoNATS: opts.CacheOnly, RequireCache: opts.CacheOnly}
 	if opts.OnRefusal != nil {
 		oo.OnRefusal = func(pe *roles.PermissionError) { opts.OnRefusal(pe) }
 	}

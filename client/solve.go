@@ -90,6 +90,9 @@ func (c *Client) Solve(ctx context.Context, puzzle string, o SolveOptions) (Resu
 			return *r, nil
 		}
 	}
+	if !c.conn.NC.IsConnected() { // a request would wait for a reconnection
+		return Result{}, fmt.Errorf("%w: NATS: %s", ErrUnavailable, c.conn.NC.Status())
+	}
 	// A lookup that answered (a miss) need not be made again by the worker.
 	r, err := producer.Solve(ctx, c.conn.NC, c.conn.Queue.Opts, g.String(),
 		producer.SolveOptions{First: o.First, NoLookup: o.NoCache || answered, Logger: c.log})

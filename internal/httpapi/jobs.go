@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/input"
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -54,13 +54,12 @@ func jobLinks(id string) Links {
 // its results answer 409 job_failed at once), the error's details name it
 // (job, job_state), and a new one must be submitted.
 func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
-	opts := s.opts.Producer
-	opts.Owner = callerOf(r)
+	var opts client.SubmitOptions
 	var err error
 	if opts.Force, err = boolParam(r, "force"); err != nil {
 		return err
 	}
-	if opts.FirstSolution, err = boolParam(r, "first"); err != nil {
+	if opts.First, err = boolParam(r, "first"); err != nil {
 		return err
 	}
 	if opts.Priority, err = job.ParsePriority(r.URL.Query().Get("priority")); err != nil {
@@ -121,12 +120,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 	}
-	opts.Logger = s.log
-	if opts.MaxGrowth == 0 {
-		opts.MaxGrowth = producer.DefaultMaxGrowth
-	}
-	p := producer.New(s.q, s.cache, opts)
-	sub, err := p.Submit(ctx, input.NewReader(br))
+	sub, err := s.client.As(callerOf(r)).Submit(ctx, br, opts)
 	if err != nil {
 		e := bodyError(err)
 		switch {
@@ -288,24 +282,25 @@ type Job struct {
 // jobView adds its links to a job's status.
 func jobView(st producer.Status) Job { return Job{Status: st, Links: jobLinks(st.ID)} }
 
-// jobStatus reads the status of the job named in r's path, for r's
-// caller to read (write false) or change it: a job of another owner gets
-// a 403 forbidden, before it is read, unless the caller's role acts for
-// others (producer.MayTouch).
-func (s *Server) jobStatus(r *http.Request, write bool) (producer.Status, error) {
+// jobStatus reads the status of the job named in r's path for r's caller
+// (getJob), or cancels it (cancelJob): a job of another owner gets a 403
+// forbidden, before it is read, unless the caller's role acts for others
+// (client.Client.As).
+func (s *Server) jobStatus(r *http.Request, cancel bool) (producer.Status, error) {
 	id := r.PathValue("id")
 	if !job.ValidID(id) {
 		return producer.Status{}, errorf(http.StatusBadRequest, CodeBadJobID,
 			"job id %q: want the id POST /v1/jobs returned (%s)", clip(id), job.IDForm)
 	}
-	if e := mayTouch(callerOf(r), id, write); e != nil {
-		return producer.Status{}, e
+	do := s.client.As(callerOf(r)).Status
+	if cancel {
+		do = s.client.As(callerOf(r)).Cancel
 	}
-	st, err := producer.JobStatus(r.Context(), s.q, id)
+	st, err := do(r.Context(), id)
 	switch {
-	case producer.KindOf(err) == producer.KindNotFound:
+	case errors.Is(err, client.ErrNotFound):
 		return st, errorf(http.StatusNotFound, CodeJobNotFound, "no job %s (never submitted, removed, or expired)", id)
-	case producer.KindOf(err) == producer.KindForbidden:
+	case errors.Is(err, client.ErrForbidden):
 		return st, forbidden(err)
 	case err != nil:
 		return st, queueUnavailable(err)
@@ -315,13 +310,7 @@ func (s *Server) jobStatus(r *http.Request, write bool) (producer.Status, error)
 
 // getJob answers GET /v1/jobs/{id}: the job's progress and counts.
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.jobStatus(r, false)
-	if err != nil {
-		return err
-	}
-	v := jobView(st)
-	writeJSON(w, http.StatusOK, &v)
-	return nil
+	return s.writeJob(w, r, false)
 }
 
 // cancelJob answers POST /v1/jobs/{id}/cancel: the job is cancelled (its
@@ -330,15 +319,15 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 // view all the same. Only the job's owner, admin and gateway may cancel
 // it: another caller's cancel gets a 403 forbidden and changes nothing.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.jobStatus(r, true); err != nil {
+	return s.writeJob(w, r, true)
+}
+
+// writeJob answers with the view of the job in r's path, cancelled first
+// if cancel.
+func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, cancel bool) error {
+	st, err := s.jobStatus(r, cancel)
+	if err != nil {
 		return err
-	}
-	st, err := producer.Cancel(r.Context(), s.q, r.PathValue("id"))
-	switch {
-	case producer.KindOf(err) == producer.KindForbidden:
-		return forbidden(err)
-	case err != nil:
-		return queueUnavailable(err)
 	}
 	v := jobView(st)
 	writeJSON(w, http.StatusOK, &v)
@@ -376,15 +365,16 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 // jobViews returns the views of owner's newest jobs ("": every owner's),
 // from their records alone.
 func (s *Server) jobViews(ctx context.Context, owner string, limit int) ([]Job, error) {
-	sts, err := producer.Jobs(ctx, s.q, owner, limit, s.opts.Logger)
-	if err != nil {
-		return nil, err
+	c := s.client
+	if owner != "" {
+		c = c.As(owner)
 	}
+	sts, err := c.List(ctx, client.ListOptions{All: owner == "", Limit: limit})
 	out := make([]Job, 0, len(sts))
 	for _, st := range sts {
 		out = append(out, jobView(st))
 	}
-	return out, nil
+	return out, err
 }
 
 // writeTimeout bounds each write of a stream: a client that does not read

@@ -11,10 +11,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
-	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -46,9 +45,9 @@ type solveRequest struct {
 
 // postSolve answers POST /v1/solve: one puzzle, from the body (the
 // puzzle's text in any accepted format, or JSON {"puzzle": "..."}). It
-// answers from the cache, else asks the workers' solve endpoint (NATS
-// request/reply, ahead of any bulk job) and waits up to SolveTimeout. A
-// cache that is down is only a miss.
+// answers from the hot cache, else client.Solve: from the cache, else a
+// worker's solve endpoint (NATS request/reply, ahead of any bulk job),
+// awaited up to SolveTimeout. A cache that is down is only a miss.
 func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 	text, err := s.readPuzzle(w, r)
 	if err != nil {
@@ -59,64 +58,49 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 		return badPuzzle(err)
 	}
 	key := g.Key()
-	ctx := r.Context()
-	cached, lerr := s.lookup(ctx, key)
-	if cached != nil {
-		writeJSON(w, http.StatusOK, solution(*cached))
+	if res, ok := s.hotGet(key); ok {
+		writeJSON(w, http.StatusOK, solution(res))
 		return nil
 	}
-	if !s.nc.IsConnected() {
-		return queueUnavailable(fmt.Errorf("NATS: %s", s.nc.Status()))
-	}
-	sctx, cancel := context.WithTimeout(ctx, s.opts.SolveTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.SolveTimeout)
 	defer cancel()
-	// A lookup that answered (a miss) need not be made again by the worker.
-	res, err := producer.Solve(sctx, s.nc, s.q.Opts, g.String(), producer.SolveOptions{NoLookup: lerr == nil})
+	res, err := s.client.As(callerOf(r)).Solve(ctx, g.String(), client.SolveOptions{})
 	var se *queue.ServiceError
 	switch {
 	case errors.As(err, &se) && se.Code == queue.CodeInvalidPuzzle:
 		return errorf(http.StatusBadRequest, CodeBadPuzzle, "%s", se.Description)
-	case errors.Is(err, producer.ErrNoAnswer):
+	case errors.Is(err, client.ErrNoWorker):
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodeSolveTimeout,
 			Message:    fmt.Sprintf("no worker answered within %s (are workers running?); retry later", s.opts.SolveTimeout),
 			RetryAfter: retryAfter, Err: err}
 	case err != nil:
 		return queueUnavailable(err)
 	}
-	res.Line = 0
-	if !res.Cached {
-		s.metrics.cacheLookups(0, 1)
-	}
-	s.hot.add(key, res)
+	s.answered(key, res)
 	writeJSON(w, http.StatusOK, solution(res))
 	return nil
 }
 
-// lookup returns the cached result of key, or nil: from the hot cache,
-// else from the cache. It counts a hit; the error says the cache did not
-// answer.
-func (s *Server) lookup(ctx context.Context, key string) (*result.Result, error) {
-	if r, ok := s.hot.get(key); ok {
+// hotGet returns the result of key from the hot cache, counted as a hit.
+func (s *Server) hotGet(key string) (result.Result, bool) {
+	r, ok := s.hot.get(key)
+	if ok {
 		s.metrics.cacheLookups(1, 0)
 		r.Cached = true
-		return &r, nil
 	}
-	k, err := job.ParseKey(key)
-	if err != nil {
-		return nil, errorf(http.StatusBadRequest, CodeBadKey, "%v", err)
+	return r, ok
+}
+
+// answered counts r, the answer about key from the client (a hit when
+// cached), and keeps it in the hot cache.
+func (s *Server) answered(key string, r result.Result) {
+	if r.Cached {
+		s.metrics.cacheLookups(1, 0)
+	} else {
+		s.metrics.cacheLookups(0, 1)
 	}
-	hits, ok := s.cache.Lookup(ctx, []job.Key{k})
-	if !ok {
-		return nil, cacheUnavailable(errors.New("Redis is down or not configured"))
-	}
-	if hits[0] == nil {
-		return nil, nil
-	}
-	s.metrics.cacheLookups(1, 0)
-	r := hits[0].Result(0, key)
-	r.Cached = true
+	r.Line = 0
 	s.hot.add(key, r)
-	return &r, nil
 }
 
 // readPuzzle returns the puzzle in the body of r: the body itself, or its
@@ -200,18 +184,24 @@ func (s *Server) getSolutionByPuzzle(w http.ResponseWriter, r *http.Request) err
 	return s.writeCached(w, r, g.Key())
 }
 
-// writeCached answers with the cached result of key, or a 404.
+// writeCached answers with the cached result of key (client.Get), or a
+// 404.
 func (s *Server) writeCached(w http.ResponseWriter, r *http.Request, key string) error {
-	cached, err := s.lookup(r.Context(), key)
-	if err != nil {
-		return err
+	res, ok := s.hotGet(key)
+	if !ok {
+		var err error
+		res, err = s.client.As(callerOf(r)).Get(r.Context(), key)
+		switch {
+		case errors.Is(err, client.ErrUnavailable):
+			return cacheUnavailable(errors.New("Redis is down or not configured"))
+		case err != nil:
+			s.metrics.cacheLookups(0, 1)
+			return errorf(http.StatusNotFound, CodeSolutionNotFound,
+				"no cached result for key %s (POST /v1/solve to solve it)", key)
+		}
+		s.answered(key, res)
 	}
-	if cached == nil {
-		s.metrics.cacheLookups(0, 1)
-		return errorf(http.StatusNotFound, CodeSolutionNotFound,
-			"no cached result for key %s (POST /v1/solve to solve it)", key)
-	}
-	writeJSON(w, http.StatusOK, solution(*cached))
+	writeJSON(w, http.StatusOK, solution(res))
 	return nil
 }
 
