@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
-	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -68,38 +68,32 @@ and the answer awaited.`,
 			}
 			// Without --solve the cache is all there is; with it, a
 			// cache that is down is only a miss.
-			_, _, conn, err := openConn(cmd, app.OpenOptions{NoNATS: !solve, RequireCache: !solve, NoConsumer: true})
+			c, err := openClient(cmd, client.Options{CacheOnly: !solve})
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			k, err := job.ParseKey(key)
-			if err != nil {
-				return usageErrorf("%v", err)
-			}
+			defer c.Close()
 			what := "the puzzle (key " + key + ")"
 			if puzzle == "" {
 				what = "key " + key
 			}
-			hits, ok := conn.Cache.Lookup(ctx, []job.Key{k})
-			if !ok && !solve {
-				return fmt.Errorf("Redis did not answer the lookup of %s", what)
-			}
-			if hits != nil && hits[0] != nil {
-				r := hits[0].Result(0, key)
-				r.Cached = true // "cached": true in JSONL, as /v1/solutions says it
-				return writeOne(cmd, rf, r)
-			}
 			if !solve {
-				return &exitError{code: ExitFailure, err: fmt.Errorf("%s is not in the cache", what)}
+				r, err := c.Get(ctx, key)
+				switch {
+				case errors.Is(err, client.ErrUnavailable):
+					return fmt.Errorf("Redis did not answer the lookup of %s", what)
+				case err != nil:
+					return &exitError{code: ExitFailure, err: fmt.Errorf("%s is not in the cache", what)}
+				}
+				return writeOne(cmd, rf, r)
 			}
 			tctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			r, err := SolveInteractive(tctx, conn, puzzle, ok)
-			if errors.Is(err, producer.ErrNoAnswer) && ctx.Err() == nil {
+			r, err := c.Solve(tctx, puzzle, client.SolveOptions{})
+			if errors.Is(err, client.ErrNoWorker) && ctx.Err() == nil {
 				if errors.Is(err, nats.ErrNoResponders) {
 					return &messageError{fmt.Sprintf("no worker is running on this queue (none serves %s)",
-						conn.Queue.Opts.SolveSubject()), err}
+						solveSubject(cmd)), err}
 				}
 				return &messageError{fmt.Sprintf("no worker answered within %s (--timeout); are the workers busy or stopped?", timeout), err}
 			}
@@ -149,6 +143,16 @@ func writeOne(cmd *cobra.Command, format result.Format, r result.Result) error {
 		return &exitError{code: ExitFailure}
 	}
 	return nil
+}
+
+// solveSubject is the subject of the workers' solve endpoint in cmd's
+// configuration.
+func solveSubject(cmd *cobra.Command) string {
+	cfg, _, err := loadConfig(cmd)
+	if err != nil {
+		return "the solve subject"
+	}
+	return app.QueueOptions(cfg.Queue, 0).SolveSubject()
 }
 
 // SolveInteractive asks the workers' solve endpoint for one puzzle's

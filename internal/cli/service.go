@@ -81,19 +81,25 @@ func openConn(cmd *cobra.Command, oo app.OpenOptions) (*config.Config, *slog.Log
 	return cfg, log, conn, nil
 }
 
-// openClient loads the configuration for cmd and dials a client with it,
-// without the cache: for the commands that look at jobs. A refusal of
-// NATS stops a one-shot command at once (stopOnRefusal).
-func openClient(cmd *cobra.Command) (*client.Client, error) {
+// openClient loads the configuration for cmd and dials a client with it
+// and opts (by default without the cache: for the commands that look at
+// jobs). A refusal of NATS stops a one-shot command at once
+// (stopOnRefusal).
+func openClient(cmd *cobra.Command, opts ...client.Options) (*client.Client, error) {
 	_, log, err := loadConfig(cmd)
 	if err != nil {
 		return nil, err
 	}
-	opts := client.Options{Flags: cmd.Flags(), Logger: log, NoCache: true}
-	if stop, ok := cmd.Context().Value(refusalKey{}).(context.CancelCauseFunc); ok {
-		opts.OnRefusal = stop
+	o := client.Options{NoCache: true}
+	if len(opts) > 0 {
+		o = opts[0]
 	}
-	return client.Dial(cmd.Context(), opts)
+	opts = nil
+	o.Flags, o.Logger = cmd.Flags(), log
+	if stop, ok := cmd.Context().Value(refusalKey{}).(context.CancelCauseFunc); ok {
+		o.OnRefusal = stop
+	}
+	return client.Dial(cmd.Context(), o)
 }
 
 // refusalKey keys the context's context.CancelCauseFunc that a refusal
