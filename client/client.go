@@ -297,8 +297,7 @@ func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := c.cfg
 	var w *worker.Worker
-	popts := producer.Options{Logger: c.log, Quota: quotaOf(cfg)}
-	popts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
+	c.base.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
 	w = worker.New(c.conn.NC, c.conn.Queue, c.conn.Cache, worker.Options{
 		Concurrency:     n,
 		MaxNodes:        cfg.Worker.MaxNodes,
@@ -306,7 +305,7 @@ func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
 		NakDelays:       cfg.Queue.Backoff,
 		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		Quota:           quotaOf(cfg),
-		Endpoints:       service.Endpoints(c.conn.Queue, c.conn.Cache, popts, c.log),
+		Endpoints:       c.ServiceEndpoints(),
 		Logger:          c.log,
 	})
 	done := make(chan error, 1)
@@ -324,6 +323,17 @@ func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
 			c.log.Warn("client: in-process worker", "err", err)
 		}
 	}
+}
+
+// ServiceEndpoints returns the submit, status and cancel endpoints of the
+// micro service "sudoku" (docs/protocol.md), each request made through
+// the client acting for its caller (As): for worker.Options.Endpoints of
+// a worker run beside the client, as the sudoku worker does.
+func (c *Client) ServiceEndpoints() []worker.Endpoint {
+	return service.Endpoints(c.conn.Queue.Opts, func(caller string) service.Caller {
+		v := c.As(caller)
+		return service.Caller{Submit: v.submitInput, Status: v.Status, Cancel: v.Cancel}
+	}, c.log)
 }
 
 // quotaOf is the configuration's quota of an owner.

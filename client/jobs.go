@@ -12,6 +12,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
+	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -37,12 +38,26 @@ type Started = producer.Started
 
 // producer returns a producer for the client's owner with o.
 func (c *Client) producer(o SubmitOptions) *producer.Producer {
+	return producer.New(c.conn.Queue, c.conn.Cache, c.producerOptions(o))
+}
+
+// producerOptions are the producer's options for a job of the client's
+// owner with o.
+func (c *Client) producerOptions(o SubmitOptions) producer.Options {
 	opts := c.base
 	opts.Force, opts.FirstSolution, opts.Priority, opts.Owner = o.Force, o.First, o.Priority, c.owner
 	if c.acting && opts.MaxGrowth == 0 {
 		opts.MaxGrowth = producer.DefaultMaxGrowth
 	}
-	return producer.New(c.conn.Queue, c.conn.Cache, opts)
+	return opts
+}
+
+// submitInput submits in as a job (the micro service's submit).
+func (c *Client) submitInput(ctx context.Context, in *input.Reader, o service.JobOptions) (Submitted, error) {
+	opts := c.producerOptions(SubmitOptions{Priority: o.Priority, First: o.First, Force: o.Force})
+	opts.JSONResults = o.JSONResults
+	s, err := producer.New(c.conn.Queue, c.conn.Cache, opts).Submit(ctx, in)
+	return s, wrap(err)
 }
 
 // Submit reads every puzzle of in (one per line, or 9-line grids; blank

@@ -19,7 +19,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
-	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -505,7 +504,8 @@ func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 // owners' usage, for their quotas).
 func serviceEndpoints(conn *app.Conn, popts producer.Options, w **worker.Worker, log *slog.Logger) []worker.Endpoint {
 	popts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return (*w).Usage(ctx, owner) }
-	return service.Endpoints(conn.Queue, conn.Cache, popts, log)
+	popts.Logger = log
+	return client.New(conn.Queue, conn.Cache, popts).ServiceEndpoints()
 }
 
 // startLocalWorker runs a worker pool in this process on conn (for 'sudoku

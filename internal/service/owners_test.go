@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func serveEndpoints(t *testing.T, nc *nats.Conn, q *queue.Queue, opts producer.O
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
-	for _, e := range Endpoints(q, nil, opts, quiet) {
+	for _, e := range endpoints(q, nil, opts) {
 		if err := svc.AddEndpoint(e.Name, e.Handler, micro.WithEndpointSubject(e.Subject)); err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,6 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
@@ -74,44 +73,58 @@ const (
 	statusTimeout = 30 * time.Second
 )
 
+// JobOptions are a submit request's settings of its job.
+type JobOptions struct {
+	// First, Force and Priority are as client.SubmitOptions's;
+	// JSONResults stores the results in the JSON form, not the binary.
+	First, Force, JSONResults bool
+	Priority                  job.Priority
+}
+
+// Caller is what the endpoints ask of a client acting for one caller
+// (client.Client.As; client.Client.ServiceEndpoints makes the endpoints
+// over it): it holds the policy (who may touch which job, quotas, the
+// growth limit), the endpoints only translate.
+type Caller struct {
+	// Submit submits in as a job of the caller's.
+	Submit func(ctx context.Context, in *input.Reader, o JobOptions) (producer.Submitted, error)
+	// Status and Cancel read or cancel job id for the caller.
+	Status, Cancel func(ctx context.Context, id string) (producer.Status, error)
+}
+
 // Endpoints returns the submit, status and cancel endpoints of the micro
-// service for q: jobs are submitted as producer.New(q, c, opts) would (c
-// may be nil: no cache), for the caller (opts.Owner is the subject's last
-// token), each request's options (first, force, json_results, priority)
-// replacing opts' own; opts.Quota and opts.Usage bound what each owner
-// may queue. log receives a line per job submitted (nil: slog.Default()).
-func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.Logger) []worker.Endpoint {
+// service for the queue of qo, each request made through as(caller), the
+// caller being the subject's last token. log receives a line per job
+// submitted (nil: slog.Default()).
+func Endpoints(qo queue.Options, as func(caller string) Caller, log *slog.Logger) []worker.Endpoint {
 	if log == nil {
 		log = slog.Default()
 	}
-	if opts.Logger == nil {
-		opts.Logger = log
-	}
-	h := &handler{q: q, cache: c, opts: opts, log: log}
+	h := &handler{as: as, log: log}
 	meta := func(desc string) map[string]string {
-		m := queue.ServiceMetadata(q.Opts)
+		m := queue.ServiceMetadata(qo)
 		m["description"] = desc
 		return m
 	}
 	return []worker.Endpoint{
 		{
 			Name:    SubmitEndpoint,
-			Subject: q.Opts.SubmitSubject("*"),
-			Handler: telemetry.MicroHandler(SubmitEndpoint, q.Opts.SubmitSubject("{caller}"), micro.HandlerFunc(h.submit)),
+			Subject: qo.SubmitSubject("*"),
+			Handler: telemetry.MicroHandler(SubmitEndpoint, qo.SubmitSubject("{caller}"), micro.HandlerFunc(h.submit)),
 			Metadata: meta(`submit a bulk job owned by the caller (the subject's last token): the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
 				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true, "priority": "normal"} (results in JSON unless json_results is false; priority low, normal or high); ` +
 				`the reply is JSON: the job id, its counts and where its results appear`),
 		},
 		{
 			Name:     StatusEndpoint,
-			Subject:  q.Opts.StatusSubject("*"),
-			Handler:  telemetry.MicroHandler(StatusEndpoint, q.Opts.StatusSubject("{caller}"), micro.HandlerFunc(h.status)),
+			Subject:  qo.StatusSubject("*"),
+			Handler:  telemetry.MicroHandler(StatusEndpoint, qo.StatusSubject("{caller}"), micro.HandlerFunc(h.status)),
 			Metadata: meta(`a job's state and counts, for its owner (the subject's last token) or a role that reads others': the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
 		},
 		{
 			Name:    CancelEndpoint,
-			Subject: q.Opts.CancelSubject("*"),
-			Handler: telemetry.MicroHandler(CancelEndpoint, q.Opts.CancelSubject("{caller}"), micro.HandlerFunc(h.cancel)),
+			Subject: qo.CancelSubject("*"),
+			Handler: telemetry.MicroHandler(CancelEndpoint, qo.CancelSubject("{caller}"), micro.HandlerFunc(h.cancel)),
 			Metadata: meta(`cancel a job of the caller's (the subject's last token; admin and gateway: anyone's): its work not yet done leaves the queue, its results so far stay readable; ` +
 				`the body is the job id, or JSON {"job": "..."}; the reply is the job's status, as the status endpoint's`),
 		},
@@ -120,10 +133,8 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 
 // handler serves the endpoints.
 type handler struct {
-	q     *queue.Queue
-	cache *cache.Guard
-	opts  producer.Options
-	log   *slog.Logger
+	as  func(caller string) Caller
+	log *slog.Logger
 }
 
 // submit answers a request of the submit endpoint.
@@ -138,23 +149,19 @@ func (h *handler) submit(req micro.Request) {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
 		return
 	}
-	opts := h.opts
-	opts.Owner = queue.Caller(req.Subject())
-	if err := job.CheckOwner(opts.Owner); err != nil {
+	owner := queue.Caller(req.Subject())
+	if err := job.CheckOwner(owner); err != nil {
 		refuse(req, queue.CodeBadRequest, "the subject's last token names the job's owner: "+err.Error(), nil)
 		return
 	}
-	opts.FirstSolution, opts.Force, opts.JSONResults = sr.First, sr.Force, sr.JSON()
-	if opts.Priority, err = job.ParsePriority(sr.Priority); err != nil {
+	o := JobOptions{First: sr.First, Force: sr.Force, JSONResults: sr.JSON()}
+	if o.Priority, err = job.ParsePriority(sr.Priority); err != nil {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
 		return
 	}
-	if opts.MaxGrowth == 0 {
-		opts.MaxGrowth = producer.DefaultMaxGrowth
-	}
 	ctx, cancel := context.WithTimeout(telemetry.RequestContext(req), submitTimeout)
 	defer cancel()
-	sub, err := producer.New(h.q, h.cache, opts).Submit(ctx, in)
+	sub, err := h.as(owner).Submit(ctx, in, o)
 	if err != nil {
 		var data []byte
 		desc := "cannot submit the job: " + err.Error()
@@ -166,7 +173,7 @@ func (h *handler) submit(req micro.Request) {
 		refuse(req, codeOf(err), desc, data)
 		return
 	}
-	h.log.InfoContext(ctx, "job submitted over NATS", "job", sub.ID, "owner", opts.Owner, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
+	h.log.InfoContext(ctx, "job submitted over NATS", "job", sub.ID, "owner", owner, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
 	respond(req, &sub)
 }
 
@@ -220,25 +227,17 @@ func oneLine(p string) string {
 }
 
 // status answers a request of the status endpoint.
-func (h *handler) status(req micro.Request) {
-	h.answerJob(req, false, func(ctx context.Context, id string) (producer.Status, error) {
-		return producer.JobStatus(ctx, h.q, id)
-	})
-}
+func (h *handler) status(req micro.Request) { h.answerJob(req, false) }
 
 // cancel answers a request of the cancel endpoint: the job's status once
 // cancelled (or as it is, if it had ended).
-func (h *handler) cancel(req micro.Request) {
-	h.answerJob(req, true, func(ctx context.Context, id string) (producer.Status, error) {
-		return producer.Cancel(ctx, h.q, id)
-	})
-}
+func (h *handler) cancel(req micro.Request) { h.answerJob(req, true) }
 
 // answerJob answers a request that names a job (its id, or JSON {"job":
-// ...}) with the status of the record do returns for it.
-// The caller (the subject's last token) must own the job, or act for
-// others (producer.MayTouch); write says the request changes it.
-func (h *handler) answerJob(req micro.Request, write bool, do func(ctx context.Context, id string) (producer.Status, error)) {
+// ...}) with its status, once cancelled if cancel. The caller (the
+// subject's last token) must own the job, or act for others
+// (producer.MayTouch, asked by the client).
+func (h *handler) answerJob(req micro.Request, cancel bool) {
 	id, err := queue.ParseStatusRequest(req.Data())
 	if err != nil {
 		refuse(req, queue.CodeBadRequest, err.Error(), nil)
@@ -249,22 +248,23 @@ func (h *handler) answerJob(req micro.Request, write bool, do func(ctx context.C
 		refuse(req, queue.CodeBadRequest, "the subject's last token names the caller: "+err.Error(), nil)
 		return
 	}
-	if err := producer.MayTouch(caller, id, write); err != nil {
-		refuse(req, queue.CodeForbidden, err.Error(), nil)
-		return
+	do := h.as(caller).Status
+	if cancel {
+		do = h.as(caller).Cancel
 	}
-	ctx, cancel := context.WithTimeout(telemetry.RequestContext(req), statusTimeout)
-	defer cancel()
+	ctx, stop := context.WithTimeout(telemetry.RequestContext(req), statusTimeout)
+	defer stop()
 	st, err := do(ctx, id)
 	switch {
+	case errors.As(err, new(*producer.ForbiddenError)):
+		refuse(req, queue.CodeForbidden, err.Error(), nil)
 	case producer.KindOf(err) == producer.KindNotFound:
 		refuse(req, queue.CodeNotFound, fmt.Sprintf("no job %s (never submitted, removed, or expired)", id), nil)
-		return
 	case err != nil:
 		refuse(req, codeOf(err), fmt.Sprintf("job %s: %v", id, err), nil)
-		return
+	default:
+		respond(req, &st)
 	}
-	respond(req, &st)
 }
 
 // codes are the micro error codes of producer's kinds of failure.

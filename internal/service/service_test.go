@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -23,12 +25,22 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// endpoints are the service's endpoints of q over a client of q and c
+// submitting with opts, as 'sudoku worker' makes them.
+func endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options) []worker.Endpoint {
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	return client.New(q, c, opts).ServiceEndpoints()
+}
 
 // startWorker runs a worker of q with the service's endpoints until the
 // test ends. As 'sudoku worker' does (internal/cli's serviceEndpoints),
@@ -37,7 +49,7 @@ func startWorker(t *testing.T, nc *nats.Conn, q *queue.Queue, c *cache.Guard, op
 	t.Helper()
 	var w *worker.Worker
 	opts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
-	w = worker.New(nc, q, c, worker.Options{Concurrency: 2, Logger: quiet, Endpoints: Endpoints(q, c, opts, quiet)})
+	w = worker.New(nc, q, c, worker.Options{Concurrency: 2, Logger: quiet, Endpoints: endpoints(q, c, opts)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -220,7 +232,7 @@ func TestSubmit(t *testing.T) {
 				{"json", jsonBody(queue.SubmitRequest{Puzzles: elems}),
 					func() *input.Reader {
 						lines := slices.Clone(elems)
-						lines[2], lines[4] = oneLine(grid), "1 2"
+						lines[2], lines[4] = service.OneLine(grid), "1 2"
 						return input.NewLineReader(strings.NewReader(strings.Join(lines, "\n")))
 					}, false, queue.FormJSON, 2},
 				{"json first force", `{"puzzles": ["` + strings.Repeat(".", 81) + `", "` + puzzles[0] + `"], "first": true, "force": true}`,

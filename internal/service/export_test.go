@@ -1,0 +1,4 @@
+package service
+
+// OneLine is oneLine, for the tests of package service_test.
+var OneLine = oneLine
