@@ -9,7 +9,6 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
-	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
 // Callers. Every /v1 request is made for a caller, a principal: the
@@ -182,15 +181,4 @@ func listOwner(caller string) string {
 		return ""
 	}
 	return caller
-}
-
-// mayTouch returns the 403 for caller reading (write false) or changing
-// job id when it may not (producer.MayTouch), else nil. It is asked
-// before the job is read: a refusal says nothing of whether it exists.
-func mayTouch(caller, id string, write bool) *Error {
-	err := producer.MayTouch(caller, id, write)
-	if err == nil {
-		return nil
-	}
-	return forbidden(err)
 }
