@@ -147,10 +147,31 @@ func (c *Client) SubmitChan(ctx context.Context, puzzles <-chan string, o Submit
 // Errors: ErrNotFound; ErrForbidden (another owner's job); ErrJobFailed;
 // ErrCancelled once what was done is passed on; fn's error; ctx's.
 func (c *Client) Follow(ctx context.Context, id string, fn func(Result) error) (Status, error) {
+	return c.FollowWith(ctx, id, fn, FollowOptions{})
+}
+
+// Progress is where a Follow stands: the job's record as last read, the
+// lines and batches passed on, and what it waits for besides the workers.
+type Progress = producer.Progress
+
+// FollowOptions tune FollowWith.
+type FollowOptions struct {
+	// Progress, if set, is called after each batch passed on, and when
+	// the job's record or the waiting state changes: to show progress,
+	// or flush what was written.
+	Progress func(Progress)
+	// Brief leaves each Result's Puzzle and Key empty (they cost a
+	// SHA-256 a puzzle): for an output of solutions and errors alone.
+	Brief bool
+}
+
+// FollowWith is Follow with o.
+func (c *Client) FollowWith(ctx context.Context, id string, fn func(Result) error, o FollowOptions) (Status, error) {
 	if err := c.mayTouch(id, false); err != nil {
 		return Status{}, err
 	}
-	rec, err := producer.Follow(ctx, c.conn.Queue, id, fn, producer.FollowOptions{Full: true, Logger: c.log})
+	rec, err := producer.Follow(ctx, c.conn.Queue, id, fn,
+		producer.FollowOptions{Full: !o.Brief, Progress: o.Progress, Logger: c.log})
 	if err != nil {
 		return Status{}, wrap(err)
 	}

@@ -388,7 +388,7 @@ const writeTimeout = time.Minute
 // a client reads a long job as it progresses; the answer ends when the
 // job is finished. With ?wait=false, a job not finished yet gets a 409
 // instead; so does a failed job. The results come from JetStream
-// (producer.Follow), as `sudoku job wait` reads them. If the stream breaks
+// (client.FollowWith), as `sudoku job wait` reads them. If the stream breaks
 // once the answer has begun, it is cut short (no final chunk), so the
 // client cannot take it for complete. Only the job's owner, and the roles
 // that read others' jobs, may read them (403 forbidden otherwise).
@@ -444,13 +444,13 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 	}
 	_ = flush()
 	var werr error // the client's
-	_, err = producer.Follow(ctx, s.q, id, func(res result.Result) error {
+	_, err = s.client.As(callerOf(r)).FollowWith(ctx, id, func(res result.Result) error {
 		if err := out.Write(res); err != nil {
 			werr = err
 			return err
 		}
 		return nil
-	}, producer.FollowOptions{Full: format == result.JSONL, Logger: s.log, Progress: func(producer.Progress) {
+	}, client.FollowOptions{Brief: format != result.JSONL, Progress: func(client.Progress) {
 		if werr == nil {
 			werr = flush()
 		}
