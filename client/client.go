@@ -12,8 +12,11 @@
 // readers check them: a solution against its puzzle's rules and givens,
 // "none" and "multiple" by solving.
 //
-// The CLI (cmd/sudoku), the HTTP API and the micro service are adapters
-// over the same packages; this one is the API for Go programs.
+// The sudoku command's doors are adapters over it: its job commands and
+// get dial a Client; sudoku serve's HTTP API and the workers' micro
+// service hold one Client (New) and act for each caller through As. Who
+// may touch which job, the quotas, the growth limit and "look up the
+// cache, then solve" are decided here, once.
 package client
 
 import (
