@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/client"
-	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
@@ -63,12 +62,16 @@ status 124; the job keeps running. 0 waits as long as it takes.`,
 				return err
 			}
 			defer out.Close()
-			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			cfg, log, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			return waitAndWrite(cmd.Context(), cmd, conn, log, args[0], out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout})
+			c, err := openClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return waitAndWrite(cmd.Context(), cmd, c, log, args[0], out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout})
 		},
 	}
 	of.add(wait)

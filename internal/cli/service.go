@@ -207,7 +207,7 @@ type waitOptions struct {
 	failed func(error) error
 }
 
-// waitAndWrite follows job id (producer.Follow) with a progress bar on a
+// waitAndWrite follows job id (client.FollowWith) with a progress bar on a
 // terminal, writing its results in input order to out as they come, then
 // a summary on stderr. While NATS does not answer, the bar says what it
 // waits for ("waiting: NATS unreachable since 12:03:04"), and so it does
@@ -216,7 +216,7 @@ type waitOptions struct {
 // an exit status error when some results are not unique. When ctx ends,
 // or wo.timeout passes, while waiting, it says how to resume (when
 // resumable) or that the job stopped.
-func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *slog.Logger, id string, out *output, wo waitOptions) error {
+func waitAndWrite(ctx context.Context, cmd *cobra.Command, c *client.Client, log *slog.Logger, id string, out *output, wo waitOptions) error {
 	stderr := cmd.ErrOrStderr()
 	wctx := ctx
 	if wo.timeout > 0 {
@@ -248,10 +248,11 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, conn *app.Conn, log *
 	} else {
 		close(reported)
 	}
-	rec, err := producer.Follow(fctx, conn.Queue, id, func(r result.Result) error {
+	st, err := c.FollowWith(fctx, id, func(r result.Result) error {
 		sum.Add(r)
 		return w.Write(r)
-	}, producer.FollowOptions{Full: out.format == result.JSONL, Logger: log, Progress: d.update})
+	}, client.FollowOptions{Brief: out.format != result.JSONL, Progress: d.update})
+	rec := recordOf(&st)
 	d.close()
 	// Publishing goes on when only the wait stopped (wctx, or out's
 	// error): the job then runs on without this process.
@@ -376,6 +377,15 @@ func solving(p producer.Progress) string {
 		return "waiting: " + noWorkers + " (start one: sudoku worker)"
 	}
 	return "solving"
+}
+
+// recordOf is the part of a job's record that st shows.
+func recordOf(st *producer.Status) job.Record {
+	r := job.Record{ID: st.ID, State: st.State, Tally: st.Tally, Created: st.Created}
+	if st.Finished != nil {
+		r.Finished = *st.Finished
+	}
+	return r
 }
 
 // writtenOf says how many of a job's results were written: "12 of 40

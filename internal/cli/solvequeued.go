@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -53,7 +54,7 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	stopWorker := startLocalWorker(ctx, wopts, log, conn)
 	defer stopWorker()
 
-	p := producer.New(conn.Queue, conn.Cache, producerOptions(cfg, log, false, f.first))
+	popts := producerOptions(cfg, log, false, f.first)
 	failed := func(err error) error {
 		if ctx.Err() != nil {
 			return &exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while reading %s", name)}
@@ -61,10 +62,10 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	// The results are read while the batches are published.
-	st, err := p.Start(ctx, rd)
+	st, err := producer.New(conn.Queue, conn.Cache, popts).Start(ctx, rd)
 	if err != nil {
 		return failed(err)
 	}
-	return waitAndWrite(ctx, cmd, conn, log, st.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true,
+	return waitAndWrite(ctx, cmd, client.New(conn.Queue, conn.Cache, popts), log, st.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true,
 		started: st, failed: failed})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
@@ -97,7 +98,7 @@ it later.`,
 			if err != nil {
 				return failed(err)
 			}
-			return waitAndWrite(ctx, cmd, conn, log, st.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout,
+			return waitAndWrite(ctx, cmd, client.New(conn.Queue, conn.Cache, popts), log, st.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout,
 				timed: true, started: st, failed: failed, submitted: func(s *producer.Submitted) { reportSubmitted(cmd, s) }})
 		},
 	}
