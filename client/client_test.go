@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // dial returns a client for the test on server: "embedded" (an
@@ -168,6 +169,10 @@ func TestSolveAndGet(t *testing.T) {
 			if err != nil || !got.Cached || got.Solution != r.Solution {
 				t.Fatalf("get after solving: %+v, %v", got, err)
 			}
+			g, _ := solver.Parse(p)
+			if byKey, err := c.Get(ctx, g.Key()); err != nil || byKey.Solution != r.Solution {
+				t.Fatalf("get by key after solving: %+v, %v", byKey, err)
+			}
 			bad, err := c.Solve(ctx, "12345", SolveOptions{})
 			if err != nil || bad.Status != Invalid || bad.Error == "" {
 				t.Fatalf("solve of a line that is no puzzle: %+v, %v", bad, err)
@@ -188,7 +193,7 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	// bob on the same queue: another owner.
-	bob := &Client{cfg: alice.cfg, conn: alice.conn, log: alice.log, owner: "bob", stopWorker: func() {}}
+	bob := alice.As("bob")
 	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer stop()
 	for _, tc := range []struct {
@@ -227,5 +232,73 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := alice.Status(ctx, first.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("status of the removed job: %v, want %v", err, ErrNotFound)
+	}
+}
+
+// TestAs checks the views of a door's client acting for its callers:
+// jobs submitted are the caller's, reads and changes of others' jobs go
+// by the caller's role, lists are scoped to the caller unless its role
+// reads others', and over a user that may not act for others the
+// connection's own owner bounds the views too.
+func TestAs(t *testing.T) {
+	t.Parallel()
+	door := dial(t, "embedded", "door", -1) // roles off: acts for anyone
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	puzzles := fixture(t)
+	alice, bob := door.As("alice"), door.As("bob")
+	aj, err := alice.SubmitPuzzles(ctx, puzzles[:1], SubmitOptions{})
+	if err != nil || !strings.HasPrefix(aj.ID, "alice.") {
+		t.Fatalf("alice's submission: %+v, %v", aj, err)
+	}
+	bj, err := bob.SubmitPuzzles(ctx, puzzles[1:2], SubmitOptions{})
+	if err != nil || !strings.HasPrefix(bj.ID, "bob.") {
+		t.Fatalf("bob's submission: %+v, %v", bj, err)
+	}
+	// A door over a producer's user: its views may touch no job its own
+	// owner (door) may not.
+	narrow := door.As("door")
+	narrow.user, narrow.acting = "producer-door", false
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		call func(c *Client) error
+		want error // nil: allowed
+	}{
+		{"alice reads hers", alice, func(c *Client) error { _, err := c.Status(ctx, aj.ID); return err }, nil},
+		{"bob reads alice's", bob, func(c *Client) error { _, err := c.Status(ctx, aj.ID); return err }, ErrForbidden},
+		{"bob follows alice's", bob, func(c *Client) error { _, err := c.Follow(ctx, aj.ID, nil); return err }, ErrForbidden},
+		{"bob cancels alice's", bob, func(c *Client) error { _, err := c.Cancel(ctx, aj.ID); return err }, ErrForbidden},
+		{"a reader reads alice's", door.As("reader"), func(c *Client) error { _, err := c.Status(ctx, aj.ID); return err }, nil},
+		{"a reader cancels alice's", door.As("reader"), func(c *Client) error { _, err := c.Cancel(ctx, aj.ID); return err }, ErrForbidden},
+		{"a gateway reads bob's", door.As("gateway"), func(c *Client) error { _, err := c.Status(ctx, bj.ID); return err }, nil},
+		{"over a producer, bob reads his", narrow.As("bob"), func(c *Client) error { _, err := c.Status(ctx, bj.ID); return err }, ErrForbidden},
+	} {
+		if err := tc.call(tc.c); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		want []string // the jobs listed, newest first
+	}{
+		{"alice", alice, []string{aj.ID}},
+		{"bob", bob, []string{bj.ID}},
+		{"admin", door.As("admin"), []string{bj.ID, aj.ID}},
+		{"the door itself (roles off)", door, []string{bj.ID, aj.ID}},
+	} {
+		sts, err := tc.c.List(ctx, ListOptions{})
+		var got []string
+		for _, st := range sts {
+			got = append(got, st.ID)
+		}
+		if err != nil || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%s lists %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	// bob's cancel refused: alice's job is as it was; hers is allowed.
+	if st, err := alice.Cancel(ctx, aj.ID); err != nil || st.State != Cancelled {
+		t.Fatalf("alice cancels hers: %+v, %v", st, err)
 	}
 }
