@@ -34,7 +34,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
-	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
@@ -229,27 +228,27 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// New returns a Client over a connection already open: the queue q (set
-// up with queue.Setup), its NATS connection, and the cache c (nil: none).
-// Jobs are submitted with opts (batches, quota, usage; opts.Owner is the
-// client's owner, default job.DefaultOwner). Close leaves q and c open.
+// New returns a Client over conn, a connection already open (its NC,
+// Queue set up with queue.Setup, and Cache: a nil one is set to none). Jobs are
+// submitted with opts (batches, quota, usage; opts.Owner is the client's
+// owner, default job.DefaultOwner). Close leaves conn open.
 //
 // It is for the sudoku command's own doors (sudoku serve's HTTP API, the
-// workers' micro service), which open their connection with options of
-// their own (a worker's consumer, draining) and hold one Client for every
-// caller (As); its arguments are of internal packages, so another module
+// workers' micro service, the commands that follow a job they publish),
+// which open their connection with options of their own (a worker's
+// consumer, draining, an embedded server) and hold one Client for every
+// caller (As); its argument is of an internal package, so another module
 // cannot call it: Dial is the way in.
-func New(q *queue.Queue, c *cache.Guard, opts producer.Options) *Client {
-	if c == nil {
-		c = cache.NewGuard(nil, cache.GuardOptions{})
+func New(conn *app.Conn, opts producer.Options) *Client {
+	if conn.Cache == nil {
+		conn.Cache = cache.NewGuard(nil, cache.GuardOptions{})
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Owner = cmp.Or(opts.Owner, job.DefaultOwner)
-	nc := q.JS.Conn()
-	return &Client{conn: &app.Conn{NC: nc, JS: q.JS, Queue: q, Cache: c}, log: opts.Logger, base: opts,
-		user: nc.Opts.User, owner: opts.Owner, stopWorker: func() {}}
+	return &Client{conn: conn, log: opts.Logger, base: opts, user: conn.NC.Opts.User, owner: opts.Owner,
+		stopWorker: func() {}}
 }
 
 // As returns a view of c acting for caller: the jobs it submits are

@@ -515,7 +515,7 @@ func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 func serviceEndpoints(conn *app.Conn, popts producer.Options, w **worker.Worker, log *slog.Logger) []worker.Endpoint {
 	popts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return (*w).Usage(ctx, owner) }
 	popts.Logger = log
-	return client.New(conn.Queue, conn.Cache, popts).ServiceEndpoints()
+	return client.New(conn, popts).ServiceEndpoints()
 }
 
 // startLocalWorker runs a worker pool in this process on conn (for 'sudoku

@@ -66,6 +66,6 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	if err != nil {
 		return failed(err)
 	}
-	return waitAndWrite(ctx, cmd, client.New(conn.Queue, conn.Cache, popts), log, st.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true,
+	return waitAndWrite(ctx, cmd, client.New(conn, popts), log, st.ID, out, waitOptions{resumable: conn.Embedded == nil, timed: true,
 		started: st, failed: failed})
 }

@@ -98,7 +98,7 @@ it later.`,
 			if err != nil {
 				return failed(err)
 			}
-			return waitAndWrite(ctx, cmd, client.New(conn.Queue, conn.Cache, popts), log, st.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout,
+			return waitAndWrite(ctx, cmd, client.New(conn, popts), log, st.ID, out, waitOptions{resumable: true, timeout: cfg.Job.WaitTimeout,
 				timed: true, started: st, failed: failed, submitted: func(s *producer.Submitted) { reportSubmitted(cmd, s) }})
 		},
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sudoku-queue/sudoku-queue/client"
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
@@ -215,7 +216,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		nc:        q.JS.Conn(),
 		q:         q,
 		cache:     c,
-		client:    client.New(q, c, producerOptions(opts)),
+		client:    client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c}, producerOptions(opts)),
 		opts:      opts,
 		log:       opts.Logger,
 		metrics:   newMetrics(),

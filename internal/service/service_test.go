@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
@@ -39,7 +40,7 @@ func endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options) []worker.E
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	return client.New(q, c, opts).ServiceEndpoints()
+	return client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c}, opts).ServiceEndpoints()
 }
 
 // startWorker runs a worker of q with the service's endpoints until the
