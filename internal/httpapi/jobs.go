@@ -9,15 +9,14 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/client"
+	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
-	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // Submitted is the answer to POST /v1/jobs: the one submit reply
@@ -196,13 +195,11 @@ func (e *jsonBodyError) Error() string { return "httpapi: " + e.msg }
 
 // jsonLines reads a JSON array of strings from r with a token stream and
 // writes each string to w as one line, so that input.Reader sees the
-// text format: element i is line i+1. An element that holds a 9-line grid
-// is written in its one-line form; one that does not parse and holds line
-// breaks has them turned into spaces (its error then describes it as one
-// line). An empty element, or one starting with '#', is skipped like a
-// blank or comment line. Errors from r (such as the size limit) are
-// returned as they are; a body of the wrong shape gives a
-// *jsonBodyError that says where.
+// text format: element i is line i+1 (input.OneLine: a 9-line grid in its
+// one-line form, other line breaks turned into spaces). An empty element,
+// or one starting with '#', is skipped like a blank or comment line.
+// Errors from r (such as the size limit) are returned as they are; a body
+// of the wrong shape gives a *jsonBodyError that says where.
 func jsonLines(r io.Reader, w io.Writer) error {
 	dec := json.NewDecoder(r)
 	fail := func(format string, args ...any) error {
@@ -238,14 +235,7 @@ func jsonLines(r io.Reader, w io.Writer) error {
 		if !ok {
 			return fail("element %d: want a string (one puzzle), found %v", n, tok)
 		}
-		if strings.ContainsAny(el, "\r\n") {
-			if g, err := solver.Parse(el); err == nil {
-				el = g.String()
-			} else {
-				el = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(el)
-			}
-		}
-		line = append(append(line[:0], el...), '\n')
+		line = append(append(line[:0], input.OneLine(el)...), '\n')
 		if _, err := w.Write(line); err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
@@ -477,4 +478,19 @@ func (r *Reader) setErr(err error, line int) {
 		return
 	}
 	r.err = fmt.Errorf("input: reading line %d: %w", line, err)
+}
+
+// OneLine returns a puzzle given as one element of a list (a JSON array's
+// string) as one line, so that element i stays line i+1 of a
+// NewLineReader: a 9-line grid in its one-line form; the line breaks of
+// anything else turned into spaces (its error then describes it as one
+// line).
+func OneLine(p string) string {
+	if !strings.ContainsAny(p, "\r\n") {
+		return p
+	}
+	if g, err := solver.Parse(p); err == nil {
+		return g.String()
+	}
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(p)
 }

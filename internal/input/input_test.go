@@ -750,3 +750,23 @@ func BenchmarkCount(b *testing.B) {
 		}
 	}
 }
+
+// TestOneLine checks the one-line form of a list's element: a grid read
+// as its puzzle, other line breaks as spaces, one line as it is.
+func TestOneLine(t *testing.T) {
+	row := "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
+	var grid strings.Builder
+	for i := 0; i < 81; i += 9 {
+		grid.WriteString(row[i:i+9] + "\n")
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"one line", row, row},
+		{"a 9-line grid", grid.String(), row},
+		{"a 9-line grid, CRLF", strings.ReplaceAll(grid.String(), "\n", "\r\n"), row},
+		{"no puzzle", "1 2\n3\r\n4\r5", "1 2 3 4 5"},
+	} {
+		if got := OneLine(tc.in); got != tc.want {
+			t.Errorf("%s: OneLine(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}

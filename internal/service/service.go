@@ -52,7 +52,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
-	"github.com/sudoku-queue/sudoku-queue/solver"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
@@ -202,7 +201,7 @@ func reader(sr *queue.SubmitRequest, text []byte) (*input.Reader, error) {
 	}
 	var b strings.Builder
 	for _, p := range sr.Puzzles {
-		b.WriteString(oneLine(p))
+		b.WriteString(input.OneLine(p))
 		b.WriteByte('\n')
 	}
 	lines := b.String()
@@ -210,20 +209,6 @@ func reader(sr *queue.SubmitRequest, text []byte) (*input.Reader, error) {
 		return nil, errors.New("the request holds no puzzle: \"puzzles\" is missing, empty, or holds only blank and comment lines")
 	}
 	return input.NewLineReader(strings.NewReader(lines)), nil
-}
-
-// oneLine returns a puzzle of a JSON request as one line, so that element
-// i stays line i+1: a 9-line grid in its one-line form; the line breaks
-// of anything else turned into spaces (its error then describes it as one
-// line).
-func oneLine(p string) string {
-	if !strings.ContainsAny(p, "\r\n") {
-		return p
-	}
-	if g, err := solver.Parse(p); err == nil {
-		return g.String()
-	}
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(p)
 }
 
 // status answers a request of the status endpoint.

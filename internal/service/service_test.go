@@ -26,7 +26,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/local"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
-	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -233,7 +232,7 @@ func TestSubmit(t *testing.T) {
 				{"json", jsonBody(queue.SubmitRequest{Puzzles: elems}),
 					func() *input.Reader {
 						lines := slices.Clone(elems)
-						lines[2], lines[4] = service.OneLine(grid), "1 2"
+						lines[2], lines[4] = input.OneLine(grid), "1 2"
 						return input.NewLineReader(strings.NewReader(strings.Join(lines, "\n")))
 					}, false, queue.FormJSON, 2},
 				{"json first force", `{"puzzles": ["` + strings.Repeat(".", 81) + `", "` + puzzles[0] + `"], "first": true, "force": true}`,
