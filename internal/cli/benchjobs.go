@@ -33,7 +33,7 @@ import (
 // benchJobsFlags are the settings of 'sudoku bench jobs'.
 type benchJobsFlags struct {
 	jobs, puzzles, clients, owners, workers int
-	via, url                                string
+	via, url, exe                           string
 	natsPID                                 int
 	deployment, json                        bool
 	settle, timeout                         time.Duration
@@ -103,6 +103,7 @@ binary. Without it, it uses the configured NATS and a running serve.`,
 	fl.IntVar(&f.natsPID, "nats-pid", 0, "read nats-server's CPU from this `PID` (default: the listener of nats.url's port, on this host)")
 	fl.BoolVar(&f.deployment, "deployment", false, "start a private nats-server, redis-server, serve and --workers workers for the run")
 	fl.IntVar(&f.workers, "workers", 2, "with --deployment, the worker processes")
+	fl.StringVar(&f.exe, "exe", "", "run serve, the workers and --via cli's submits from this sudoku `binary` (default: this one), to compare builds")
 	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	fl.DurationVar(&f.settle, "settle", 5*time.Second, "wait this long after the last job ended before counting the consumers left")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up when the jobs have not all ended after this long")
@@ -134,6 +135,13 @@ type JobsBench struct {
 	NATSCPUPerJobMS *float64 `json:"nats_cpu_per_job_ms,omitempty"`
 	// ConsumersLeft is the consumers on the work stream after --settle.
 	ConsumersLeft int `json:"consumers_left"`
+	// RecordWritesPerJob is the writes to the jobs bucket (records and
+	// manifests) a job; NATSMsgsInPerJob and NATSMsgsOutPerJob the
+	// messages nats-server took in and sent out a job (with --deployment:
+	// its /varz), over FinishSeconds.
+	RecordWritesPerJob float64  `json:"record_writes_per_job"`
+	NATSMsgsInPerJob   *float64 `json:"nats_msgs_in_per_job,omitempty"`
+	NATSMsgsOutPerJob  *float64 `json:"nats_msgs_out_per_job,omitempty"`
 	// Finished and Failed count the jobs by how they ended (Failed
 	// holds cancelled ones too).
 	Finished int `json:"finished"`
@@ -151,9 +159,9 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 	if err != nil {
 		return err
 	}
-	natsPID, serveURL := f.natsPID, f.url
+	natsPID, serveURL, monitor := f.natsPID, f.url, ""
 	if f.deployment {
-		d, err := startDeployment(ctx, f.workers, cmd.ErrOrStderr())
+		d, err := startDeployment(ctx, f.exe, f.workers, cmd.ErrOrStderr())
 		if d != nil {
 			defer d.stop()
 		}
@@ -161,7 +169,7 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 			return err
 		}
 		cfg.NATS.URL, cfg.Redis.Addrs = d.natsURL, []string{d.redisAddr}
-		natsPID, serveURL = d.natsPID, d.serveURL
+		natsPID, serveURL, monitor = d.natsPID, d.serveURL, d.monitor
 	} else {
 		if natsPID == 0 {
 			natsPID, _ = serverPIDs(cmd)
@@ -194,6 +202,9 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 	if f.deployment {
 		res.Workers = f.workers
 	}
+	kvName := "KV_" + conn.Queue.Opts.JobsBucket()
+	kv0 := streamLastSeq(ctx, conn.Queue, kvName)
+	in0, out0, varzErr := natsVarz(monitor)
 	cpu0, start := procCPU(natsPID), time.Now()
 	submitted := make([]time.Time, f.jobs)
 	ids := make([]string, f.jobs)
@@ -235,6 +246,11 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 		ms := float64((procCPU(natsPID) - cpu0).Microseconds()) / 1000 / float64(f.jobs)
 		res.NATSCPUPerJobMS = &ms
 	}
+	if in1, out1, err := natsVarz(monitor); err == nil && varzErr == nil {
+		in, out := float64(in1-in0)/float64(f.jobs), float64(out1-out0)/float64(f.jobs)
+		res.NATSMsgsInPerJob, res.NATSMsgsOutPerJob = &in, &out
+	}
+	res.RecordWritesPerJob = float64(streamLastSeq(ctx, conn.Queue, kvName)-kv0) / float64(f.jobs)
 	res.JobsPerSecond = float64(f.jobs) / res.FinishSeconds
 	lat := make([]float64, f.jobs)
 	for i, id := range ids {
@@ -260,14 +276,20 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 		enc := json.NewEncoder(out)
 		return enc.Encode(res)
 	}
+	msgs := ""
+	if res.NATSMsgsInPerJob != nil {
+		msgs = fmt.Sprintf(", nats-server messages %.1f in, %.1f out", *res.NATSMsgsInPerJob, *res.NATSMsgsOutPerJob)
+	}
 	cpu := "n/a (no nats-server process known: --nats-pid)"
 	if res.NATSCPUPerJobMS != nil {
 		cpu = fmt.Sprintf("%.3f ms", *res.NATSCPUPerJobMS)
 	}
 	fmt.Fprintf(out, "%d jobs of %d puzzles, %d clients via %s, %d owners: submitted in %.2f s; all ended after %.2f s "+
-		"(%.0f jobs/s; a job p50 %.3f s, p90 %.3f s; %d finished, %d failed); nats-server CPU a job %s; consumers left after %s: %d\n",
+		"(%.0f jobs/s; a job p50 %.3f s, p90 %.3f s; %d finished, %d failed); nats-server CPU a job %s; consumers left after %s: %d; "+
+		"a job: %.1f record writes%s\n",
 		res.Jobs, res.Puzzles, res.Clients, res.Via, res.Owners, res.SubmitSeconds, res.FinishSeconds, res.JobsPerSecond,
-		res.JobP50Seconds, res.JobP90Seconds, res.Finished, res.Failed, cpu, f.settle, res.ConsumersLeft)
+		res.JobP50Seconds, res.JobP90Seconds, res.Finished, res.Failed, cpu, f.settle, res.ConsumersLeft,
+		res.RecordWritesPerJob, msgs)
 	return nil
 }
 
@@ -482,6 +504,37 @@ func (e *jobEnds) get(id string) jobEnd {
 	return e.ended[id]
 }
 
+// streamLastSeq returns the last sequence of stream name (0 when it
+// cannot be read).
+func streamLastSeq(ctx context.Context, q *queue.Queue, name string) uint64 {
+	s, err := q.JS.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return s.CachedInfo().State.LastSeq
+}
+
+// natsVarz returns the messages nats-server has taken in and sent out, from
+// its monitoring endpoint's /varz at base ("": not known).
+func natsVarz(base string) (in, out uint64, err error) {
+	if base == "" {
+		return 0, 0, errors.New("no monitoring endpoint")
+	}
+	resp, err := http.Get(base + "/varz")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		InMsgs  uint64 `json:"in_msgs"`
+		OutMsgs uint64 `json:"out_msgs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return 0, 0, err
+	}
+	return v.InMsgs, v.OutMsgs, nil
+}
+
 // countConsumers returns the number of consumers on the work stream.
 func countConsumers(ctx context.Context, q *queue.Queue) (int, error) {
 	s, err := q.JS.Stream(ctx, q.Opts.Stream)
@@ -506,6 +559,7 @@ type deployment struct {
 	procs                        []*exec.Cmd
 	natsPID                      int
 	natsURL, redisAddr, serveURL string
+	monitor                      string // nats-server's monitoring base URL
 }
 
 // freeAddr returns a free loopback TCP address.
@@ -521,7 +575,7 @@ func freeAddr() (string, error) {
 // startDeployment starts a private deployment with workers worker
 // processes; its processes' output goes to files in its folder, named in
 // the error of one that does not start. Stop it (also after an error).
-func startDeployment(ctx context.Context, workers int, stderr io.Writer) (*deployment, error) {
+func startDeployment(ctx context.Context, exe string, workers int, stderr io.Writer) (*deployment, error) {
 	dir, err := os.MkdirTemp("", "sudoku-bench-")
 	if err != nil {
 		return nil, err
@@ -530,12 +584,14 @@ func startDeployment(ctx context.Context, workers int, stderr io.Writer) (*deplo
 	natsAddr, err1 := freeAddr()
 	redisAddr, err2 := freeAddr()
 	serveAddr, err3 := freeAddr()
-	if err := errors.Join(err1, err2, err3); err != nil {
+	monAddr, err4 := freeAddr()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return d, err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return d, err
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return d, err
+		}
 	}
 	start := func(name, program string, env []string, args ...string) (*exec.Cmd, error) {
 		log, err := os.Create(filepath.Join(dir, name+".log"))
@@ -556,11 +612,13 @@ func startDeployment(ctx context.Context, workers int, stderr io.Writer) (*deplo
 		return c, nil
 	}
 	host, port, _ := net.SplitHostPort(natsAddr)
-	ns, err := start("nats-server", "nats-server", nil, "-js", "-a", host, "-p", port, "-sd", filepath.Join(dir, "js"))
+	_, mport, _ := net.SplitHostPort(monAddr)
+	ns, err := start("nats-server", "nats-server", nil, "-js", "-a", host, "-p", port, "-m", mport,
+		"-sd", filepath.Join(dir, "js"))
 	if err != nil {
 		return d, err
 	}
-	d.natsPID, d.natsURL = ns.Process.Pid, "nats://"+natsAddr
+	d.natsPID, d.natsURL, d.monitor = ns.Process.Pid, "nats://"+natsAddr, "http://"+monAddr
 	host, port, _ = net.SplitHostPort(redisAddr)
 	if _, err := start("redis-server", "redis-server", nil, "--port", port, "--bind", host, "--save", "",
 		"--appendonly", "no", "--dir", dir); err != nil {
