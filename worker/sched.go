@@ -86,11 +86,6 @@ type laneTurn struct {
 	// before this (unless a record of it changes).
 	idleUntil time.Time
 	backoff   time.Duration
-	// fetching is set while one of this worker's handlers asks the
-	// lane's consumer for a batch: the others do not ask it at the same
-	// time (they would mostly get nothing, each answer a message of the
-	// server's); the one that gets a batch wakes another when more wait.
-	fetching bool
 	// fresh is set when a job joins the lane, and cleared when this
 	// worker takes a batch from it: the first-batch lane takes only from
 	// fresh lanes.
@@ -446,17 +441,12 @@ func (s *schedule) next(ctx context.Context, first bool) (m jetstream.Msg, wake 
 			return nil, wake, retry
 		}
 		m, err := s.fetch(ctx, c.lane)
-		s.mu.Lock()
-		c.lane.fetching = false
-		s.mu.Unlock()
 		if m != nil {
 			s.mu.Lock()
 			c.lane.fresh = false
 			s.mu.Unlock()
-			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
-				// More: the next idle handler asks (one that passed the
-				// lane over while this fetch was in flight, too).
-				s.signal(s.wakeAny)
+			if md, err := m.Metadata(); !first && err == nil && md.NumPending > 0 {
+				s.signal(s.wakeAny) // more: the next idle handler asks
 			}
 			return m, nil, 0
 		}
@@ -474,7 +464,7 @@ func (s *schedule) pick(first bool) (charge, <-chan struct{}, time.Duration) {
 	now := time.Now()
 	retry := maxIdle
 	ready := func(l *laneTurn) bool {
-		if first && (!l.fresh || l.stray != "") || l.fetching || !l.hasWork() {
+		if first && (!l.fresh || l.stray != "") || !l.hasWork() {
 			return false
 		}
 		if now.Before(l.idleUntil) {
@@ -512,7 +502,6 @@ func (s *schedule) pick(first bool) (charge, <-chan struct{}, time.Duration) {
 		return charge{}, s.wakeAny, retry
 	}
 	c := charge{lane: bestLane, owner: 1 / float64(max(1, bestWeight)), inner: 1 / float64(max(1, bestLane.weight))}
-	bestLane.fetching = true
 	best.pass = max(best.pass, s.vtime)
 	s.vtime = best.pass
 	best.pass += c.owner
