@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -346,17 +345,34 @@ func (p *Producer) admit(ctx context.Context, lines int64) (pending int64, err e
 	return pending, q.Admit(p.opts.Owner, jobs+1, pending+lines)
 }
 
-// usage is the UsageFunc of a producer without one: it reads the owner's
-// records.
+// usage is the UsageFunc of a producer without one: it reads the records
+// of the owner's jobs that have work in the work stream, not every record
+// the owner has (kept for the results' retention, thousands for a busy
+// owner): one look at the stream, and a read per job with work queued.
+// A job with no batch in the stream at that moment (a large one whose
+// first batch is not yet published, or whose published batches are all
+// acked) is not counted: the workers' own check of the quotas, which
+// watches every record, fails what the doors let through.
 func (p *Producer) usage(ctx context.Context, owner string) (jobs int, lines int64, err error) {
-	recs, err := p.jobs.List(ctx, owner, math.MaxInt, nil)
-	for _, r := range recs {
-		if r.State.Active() && !r.Stale(time.Now()) {
+	ids, err := p.q.OwnerJobsWithWork(ctx, owner)
+	if err != nil {
+		return 0, 0, err
+	}
+	now := time.Now()
+	for _, id := range ids {
+		r, _, err := p.jobs.Get(ctx, id)
+		if errors.Is(err, job.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if r.State.Active() && !r.Stale(now) {
 			jobs++
 			lines += max(0, r.Lines-r.LinesDone())
 		}
 	}
-	return jobs, lines, err
+	return jobs, lines, nil
 }
 
 // ErrBadOwner is matched by the error of a submission whose owner is not

@@ -53,7 +53,7 @@ var valueSets = []valueSet{
 		// Each component connects as its own user, with its own Secret.
 		want := map[string][2]string{
 			"worker": {"worker", "sudoku-roles-worker"},
-			"serve":  {"producer", "sudoku-roles-producer"},
+			"serve":  {"gateway", "sudoku-roles-gateway"},
 			"setup":  {"admin", "sudoku-roles-admin"},
 		}
 		for _, c := range sudokuContainers(t, r) {

@@ -23,13 +23,15 @@ import (
 // the users of `sudoku roles init`, redis-server with the rendered
 // arguments and ACL file, then each sudoku container's command line and
 // environment: the setup Job as admin, a worker as worker, serve as
-// producer (with its API token). Only what cannot be the same outside a
+// gateway (with its API token). Only what cannot be the same outside a
 // cluster is changed: the servers' ports (free loopback ones), their
 // folders, the addresses the sudoku processes listen on and connect to,
 // and the mount points, which become folders. It checks that the setup
 // Job succeeds, that the worker's and serve's readiness and liveness
-// probes answer 200 on the rendered paths, that a job submitted to serve
-// is solved, and that the worker drains and exits 0 on SIGTERM within
+// probes answer 200 on the rendered paths, that serve's backlog gauges
+// (KEDA's signal) read a job submitted with no worker running, that the
+// job is solved once a worker starts and the gauges then read 0 (the
+// worker exporting none of them), and that the worker drains and exits 0 on SIGTERM within
 // the pod's grace period.
 func TestPodsRunTogether(t *testing.T) {
 	natsServer, redisServer := need(t, "nats-server"), need(t, "redis-server")
@@ -120,13 +122,8 @@ func TestPodsRunTogether(t *testing.T) {
 		t.Errorf("setup Job created nothing:\n%s", out)
 	}
 
-	// A worker and serve, as their pods would run them.
-	wc := byName["worker"]
-	args, environ = command(wc)
-	worker := start(ctx, t, dir, "worker", bin, args, environ)
-	for _, p := range []*corev1.Probe{wc.c.ReadinessProbe, wc.c.LivenessProbe} {
-		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d%s", metricsPort, p.HTTPGet.Path), worker)
-	}
+	// serve first, as its pod would run it: the backlog it exports for
+	// KEDA reads the work left with no worker running.
 	sc := byName["serve"]
 	args, environ = command(sc)
 	serve := start(ctx, t, dir, "serve", bin, args, environ)
@@ -134,7 +131,7 @@ func TestPodsRunTogether(t *testing.T) {
 		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d%s", servePort, p.HTTPGet.Path), serve)
 	}
 
-	// A job through serve, solved by the worker.
+	// A job through serve, before any worker runs.
 	base := fmt.Sprintf("http://127.0.0.1:%d", servePort)
 	puzzles := ".................1.....2.3......3.2...1.4......5....6..3......4.7..8...962...7...\n" +
 		".................1.....2.34.....5.23..6.....7..8..9.......8.....2..6.8...3.1.....\n"
@@ -150,6 +147,20 @@ func TestPodsRunTogether(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(body, &job) != nil || job.ID == "" {
 		t.Fatalf("POST /v1/jobs as serve's user: %s\n%s", resp.Status, body)
 	}
+	// What KEDA's query reads, from serve alone: the job's 2 lines.
+	waitSamples(t, base+"/metrics", map[string]string{
+		"sudoku_backlog_up":                       "1",
+		`sudoku_backlog_lines{priority="normal"}`: "2",
+		`sudoku_backlog_jobs{priority="normal"}`:  "1",
+	})
+
+	// A worker, as its pod would run it, solves the job.
+	wc := byName["worker"]
+	args, environ = command(wc)
+	worker := start(ctx, t, dir, "worker", bin, args, environ)
+	for _, p := range []*corev1.Probe{wc.c.ReadinessProbe, wc.c.LivenessProbe} {
+		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d%s", metricsPort, p.HTTPGet.Path), worker)
+	}
 	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/jobs/"+job.ID+"/results?format=text", nil)
 	req.Header.Set("Authorization", "Bearer t0ken")
 	if resp, err = http.DefaultClient.Do(req); err != nil {
@@ -161,10 +172,14 @@ func TestPodsRunTogether(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || len(lines) != 2 || len(lines[0]) != 81 || len(lines[1]) != 81 {
 		t.Errorf("the job's results: %s\n%s", resp.Status, body)
 	}
-	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("serve's /metrics (what Prometheus scrapes for KEDA): %v %v", resp, err)
-	} else {
-		resp.Body.Close()
+	// The job done, the backlog is 0; the worker exports none of it.
+	waitSamples(t, base+"/metrics", map[string]string{
+		"sudoku_backlog_up":                       "1",
+		`sudoku_backlog_lines{priority="normal"}`: "0",
+		`sudoku_backlog_jobs{priority="normal"}`:  "0",
+	})
+	if m := scrapeText(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); strings.Contains(m, "sudoku_backlog_") {
+		t.Error("the worker exports sudoku_backlog_* too: KEDA's sum would count it once per worker")
 	}
 
 	// SIGTERM: the worker drains and exits 0 within the pod's grace period.
@@ -177,6 +192,49 @@ func TestPodsRunTogether(t *testing.T) {
 		}
 	case <-time.After(grace):
 		t.Errorf("worker still running %s after SIGTERM (the pod's grace period)", grace)
+	}
+}
+
+// scrapeText returns the Prometheus text at url.
+func scrapeText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(body)
+}
+
+// waitSamples scrapes url until each sample of want ("name{labels}" ->
+// value, as the text format writes them) is there, failing after 20 s.
+func waitSamples(t *testing.T, url string, want map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := map[string]string{}
+		for _, line := range strings.Split(scrapeText(t, url), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(line, "#") {
+				got[f[0]] = f[1]
+			}
+		}
+		var diff []string
+		for k, v := range want {
+			if got[k] != v {
+				diff = append(diff, fmt.Sprintf("%s = %q, want %s", k, got[k], v))
+			}
+		}
+		if len(diff) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", url, strings.Join(diff, "; "))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -72,6 +72,7 @@ in the cache (the workers' solve endpoint), p50 and p99.`,
 	cmd.Flags().StringVar(&sizes, "batch-sizes", "1024,4096", "comma-separated queue.batch_size values to try (the most puzzles per message)")
 	cmd.Flags().IntVar(&runs, "runs", 3, "runs of each measurement (the median is reported)")
 	cmd.Flags().IntVar(&getN, "get", 200, "lookups of each kind for the get latency (0: skip)")
+	cmd.AddCommand(newBenchJobsCmd())
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
+	"github.com/sudoku-queue/sudoku-queue/internal/backlog"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/httpapi"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
@@ -128,6 +130,16 @@ finishes the requests in progress.`,
 			if err != nil {
 				return listenError("serve.addr", cfg.Serve.Addr, err)
 			}
+			// The backlog, for the whole deployment and with no worker
+			// running: the gauges KEDA scales the workers on, and each
+			// owner's open jobs for the quotas without a read of its
+			// records per submission.
+			watch := backlog.New(conn.Queue, backlog.Options{Logger: log})
+			wctx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			go watch.Run(wctx)
+			popts := producerOptions(cfg, log, false, false)
+			popts.Usage = watch.Usage
 			srv, err := httpapi.New(conn.Queue, conn.Cache, httpapi.Options{
 				Principals:     principals,
 				OwnerHeader:    ownerHeader,
@@ -137,7 +149,7 @@ finishes the requests in progress.`,
 				AllowedOrigins: cfg.Serve.AllowedOrigins,
 				MaxBodyBytes:   cfg.Serve.MaxBodyBytes,
 				RequestTimeout: cfg.Serve.RequestTimeout,
-				Producer:       producerOptions(cfg, log, false, false),
+				Producer:       popts,
 				Logger:         log,
 			})
 			if err != nil {
@@ -145,6 +157,9 @@ finishes the requests in progress.`,
 				return err
 			}
 			defer srv.Close()
+			if err := srv.Registry().Register(watch); err != nil {
+				return fmt.Errorf("serve: the backlog gauges: %w", err)
+			}
 			logStart(log, "sudoku serve starting", cfg, "embedded", embedded, "memory_cache", conn.MemoryCache,
 				"auth", cfg.Serve.Token != "", "principals", principalNames(principals, cfg.Owner()),
 				"owner", cfg.Owner(), "owner_header", ownerHeader)

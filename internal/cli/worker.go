@@ -80,9 +80,6 @@ closes its connections and exits 0.`,
 			var w *worker.Worker
 			opts.Endpoints = serviceEndpoints(conn, producerOptions(cfg, log, false, false), &w, log)
 			w = worker.New(conn.NC, conn.Queue, conn.Cache, opts)
-			if m != nil {
-				m.SetPending(w.Pending)
-			}
 			if srv == nil {
 				return w.Run(ctx)
 			}

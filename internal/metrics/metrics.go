@@ -68,7 +68,6 @@ var statuses = []result.Status{result.StatusUnique, result.StatusMultiple, resul
 //	in_flight                      messages being handled now
 //	cache_errors_total{op}         failed calls to the cache (get, put): each a miss or a dropped write
 //	cache_up                       1 while the cache answers lookups, 0 during an outage (or with none)
-//	pending_lines{priority}        lines of active jobs without a result yet: the autoscaling signal
 //
 // Puzzles and cache counts only count acked batches, so after a job they
 // add up to its size even when batches were nak'ed and redelivered; solve
@@ -88,7 +87,6 @@ type Worker struct {
 	cacheErrors  *prometheus.CounterVec
 	inFlight     atomic.Pointer[func() int64]
 	cacheUp      atomic.Pointer[func() bool]
-	backlog      *backlog
 }
 
 var _ worker.Observer = (*Worker)(nil)
@@ -161,9 +159,8 @@ func NewWorker() *Worker {
 		return 0
 	})
 
-	m.backlog = newBacklog()
 	m.reg.MustRegister(m.puzzles, m.cacheHits, m.cacheMisses, m.solveSeconds, m.batchSeconds,
-		m.redeliveries, m.batches, m.errors, inFlight, m.cacheErrors, cacheUp, m.backlog,
+		m.redeliveries, m.batches, m.errors, inFlight, m.cacheErrors, cacheUp,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

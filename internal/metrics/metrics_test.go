@@ -346,23 +346,3 @@ func TestListenOnBusyAddressFails(t *testing.T) {
 		t.Fatal("Serve on a busy address: no error")
 	}
 }
-
-// TestPendingLines checks the autoscaling gauge: every priority is a
-// series, 0 without work, and each reads the worker's backlog at scrape.
-func TestPendingLines(t *testing.T) {
-	m := NewWorker()
-	srv := httptest.NewServer(Handler(m.Registry()))
-	defer srv.Close()
-	wantSamples(t, scrape(t, srv.URL+"/metrics"), map[string]float64{
-		`sudoku_pending_lines{priority="low"}`:    0,
-		`sudoku_pending_lines{priority="normal"}`: 0,
-		`sudoku_pending_lines{priority="high"}`:   0,
-	})
-	pending := map[job.Priority]int64{job.PriorityHigh: 4096, job.PriorityLow: 7}
-	m.SetPending(func() map[job.Priority]int64 { return pending })
-	wantSamples(t, scrape(t, srv.URL+"/metrics"), map[string]float64{
-		`sudoku_pending_lines{priority="low"}`:    7,
-		`sudoku_pending_lines{priority="normal"}`: 0,
-		`sudoku_pending_lines{priority="high"}`:   4096,
-	})
-}

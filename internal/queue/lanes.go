@@ -281,6 +281,44 @@ func (q *Queue) Backlog(ctx context.Context) (Backlog, error) {
 	return b, nil
 }
 
+// WorkSubjects returns the subjects of the work stream that hold
+// messages, with their counts: every batch not yet delivered or not yet
+// acked, whether or not a lane's consumer exists (none does before a
+// worker takes its lane's first turn).
+func (q *Queue) WorkSubjects(ctx context.Context) (map[string]uint64, error) {
+	work, err := q.JS.Stream(ctx, q.Opts.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	info, err := work.Info(ctx, jetstream.WithSubjectFilter(q.Opts.WorkFilter()))
+	if err != nil {
+		return nil, fmt.Errorf("queue: the subjects of %s: %w", q.Opts.Stream, err)
+	}
+	return info.State.Subjects, nil
+}
+
+// OwnerJobsWithWork returns the jobs of owner that have messages in the
+// work stream (not yet delivered, or not yet acked): one request, however
+// many records the owner keeps.
+func (q *Queue) OwnerJobsWithWork(ctx context.Context, owner string) ([]string, error) {
+	work, err := q.JS.Stream(ctx, q.Opts.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	info, err := work.Info(ctx, jetstream.WithSubjectFilter(q.Opts.OwnerWorkFilter(owner)))
+	if err != nil {
+		return nil, fmt.Errorf("queue: the subjects of %s: %w", q.Opts.Stream, err)
+	}
+	var ids []string
+	for subject := range info.State.Subjects {
+		if id, _, ok := q.Opts.WorkJob(subject); ok { // a job's work has one subject
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
 // StrayWork returns the subjects of the work stream that hold messages,
 // with their counts, other than those of the jobs active says are active:
 // work of jobs that ended (cancelled, failed) left in their lanes, and
