@@ -15,11 +15,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -128,18 +132,14 @@ func (p *Producer) Options() Options { return p.opts }
 // is Lines.
 type Submitted struct {
 	ID string `json:"id"`
-	// Lines is the number of puzzle lines read (JSON: elements), one
-	// result each; Accepted of them are puzzles and Invalid are not. Of
-	// the accepted ones, Cached were answered from the cache, Repeated
-	// repeat an earlier line, and Queued went to the workers in Batches
-	// messages (counting those the producer answered itself).
-	Lines    int64 `json:"lines"`
+	// Tally's Lines is the number of puzzle lines read (JSON:
+	// elements), one result each; Accepted of them are puzzles and
+	// Invalid are not. Of the accepted ones, Cached were answered from
+	// the cache, Repeated repeat an earlier line, and Queued went to the
+	// workers in Batches messages (counting those the producer answered
+	// itself).
+	job.Tally
 	Accepted int64 `json:"accepted"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	Batches  int64 `json:"batches"`
 	// InvalidLines are the first (up to 100) invalid lines: number, text
 	// and why.
 	InvalidLines []InvalidLine `json:"invalid_lines"`
@@ -261,15 +261,27 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	if s.pending, err = p.admit(ctx, int64(len(src.items))); err != nil {
 		return nil, err
 	}
+	// The submit's span: the parent of every batch's span in the workers,
+	// through the traceparent header of the work messages.
+	ctx, span := telemetry.Tracer().Start(ctx, "send "+p.q.Opts.WorkSubjectTemplate(),
+		trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.NATS, telemetry.MessagingOperationType.String("send"),
+			telemetry.MessagingOperationName.String("submit"),
+			telemetry.MessagingDestTemplate.String(p.q.Opts.WorkSubjectTemplate()),
+			telemetry.JobID.String(id), telemetry.JobOwner.String(p.opts.Owner))
+	}
 	st := &Started{ID: s.sub.ID, done: make(chan struct{})}
 	if src.all {
 		s.small = true
 		if err := s.run(ctx, src); err != nil {
 			s.pub.abandon()
+			s.endSpan(span, err)
 			return nil, err
 		}
 		s.sub.Accepted = s.sub.Lines - s.sub.Invalid
 		st.sub = s.sub
+		s.endSpan(span, nil)
 		close(st.done)
 		return st, nil
 	}
@@ -279,7 +291,9 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 	_, err = p.jobs.Create(cctx, &s.rec)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("create the job record: %w", err)
+		err = fmt.Errorf("create the job record: %w", err)
+		s.endSpan(span, err)
+		return nil, err
 	}
 	go func() {
 		defer close(st.done)
@@ -292,8 +306,22 @@ func (p *Producer) Start(ctx context.Context, in *input.Reader) (*Started, error
 		}
 		s.sub.Accepted = s.sub.Lines - s.sub.Invalid
 		st.sub, st.err = s.sub, err
+		s.endSpan(span, err)
 	}()
 	return st, nil
+}
+
+// endSpan ends the submit's span with what was published, and err.
+func (s *submission) endSpan(span trace.Span, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.MessagingBatchCount.Int64(s.sub.Batches),
+			telemetry.JobLines.Int64(s.sub.Lines))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }
 
 // admit checks Options.Quota before a job of the owner, with lines read
@@ -489,8 +517,7 @@ func (s *submission) finishSmall(ctx context.Context) error {
 	}
 	now := time.Now()
 	r := &s.rec
-	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
-	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
+	r.Tally = s.sub.Tally
 	m := job.Manifest{Chunk: 0, Digests: s.digests}
 	r.Manifest = m.Encode()
 	for _, a := range s.answered {
@@ -629,7 +656,9 @@ func (s *submission) closeBatch(ctx context.Context) error {
 		if checked {
 			b.Flags |= job.FlagNoLookup
 		}
-		s.out = append(s.out, inflight{msg: s.p.q.Opts.WorkMsg(b, s.lane)})
+		m := s.p.q.Opts.WorkMsg(b, s.lane)
+		telemetry.Inject(ctx, m.Header)
+		s.out = append(s.out, inflight{msg: m})
 	}
 	s.digests = append(s.digests, d)
 	s.sub.Queued += int64(solve)
@@ -719,8 +748,7 @@ func (s *submission) update(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &s.rec
-	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
-	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
+	r.Tally = s.sub.Tally
 	return s.updateLocked(ctx)
 }
 
@@ -741,8 +769,7 @@ func (s *submission) updateLocked(ctx context.Context) error {
 		default:
 			return fmt.Errorf("the job is %s: %s", r.State, r.Error)
 		}
-		r.Lines, r.Invalid, r.Cached, r.Repeated = mine.Lines, mine.Invalid, mine.Cached, mine.Repeated
-		r.Queued, r.Batches = mine.Queued, mine.Batches
+		r.Tally = mine.Tally
 		r.Heartbeat = now.UTC()
 		for _, a := range s.answered {
 			r.AddResults(a.index, a.counts, now)
@@ -781,8 +808,7 @@ func (s *submission) fail(cause error) {
 		if !r.Fail(cause.Error(), time.Now()) {
 			return job.ErrUnchanged
 		}
-		r.Lines, r.Invalid, r.Cached, r.Repeated = sub.Lines, sub.Invalid, sub.Cached, sub.Repeated
-		r.Queued, r.Batches = sub.Queued, sub.Batches
+		r.Tally = sub.Tally
 		return nil
 	}, func(r *job.Record) bool { return !r.State.Active() })
 	if err != nil {

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -51,6 +53,12 @@ type SolveOptions struct {
 // parse: its Description says what and where); a wrapped NATS error
 // otherwise. It is safe for concurrent use.
 func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, opts SolveOptions) (result.Result, error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "send "+q.SolveSubject(), trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.NATS, telemetry.MessagingOperationType.String("send"),
+			telemetry.MessagingOperationName.String("solve"), telemetry.MessagingDestTemplate.String(q.SolveSubject()))
+	}
 	data, err := json.Marshal(queue.SolveRequest{Puzzle: puzzle, First: opts.First})
 	if err != nil {
 		return result.Result{}, err
@@ -67,6 +75,7 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 	if opts.NoLookup {
 		req.Header.Set(queue.HdrNoLookup, "1")
 	}
+	telemetry.Inject(ctx, req.Header)
 	req.Reply = nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(req.Reply)
 	if err != nil {

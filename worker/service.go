@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -34,6 +37,7 @@ type solveRequest struct {
 	first    bool
 	noLookup bool // queue.HdrNoLookup: the client missed in the cache
 	start    time.Time
+	span     trace.Span // from the request's arrival to its answer
 }
 
 // startService registers the micro service "sudoku" with its solve
@@ -69,9 +73,11 @@ func (w *Worker) startService() (micro.Service, error) {
 // handleSolve parses a request and hands it to the solving goroutine.
 func (w *Worker) handleSolve(req micro.Request) {
 	start := time.Now()
+	span := w.solveSpan(req)
 	sr, err := queue.ParseSolveRequest(req.Data())
 	if err != nil {
 		_ = req.Error(queue.CodeBadRequest, err.Error(), nil)
+		endSpan(span, err)
 		return
 	}
 	g, err := solver.Parse(sr.Puzzle)
@@ -79,15 +85,29 @@ func (w *Worker) handleSolve(req micro.Request) {
 		r := result.Invalid(0, sr.Puzzle, err)
 		data, _ := json.Marshal(&r)
 		_ = req.Error(queue.CodeInvalidPuzzle, err.Error(), data)
+		endSpan(span, err)
 		return
 	}
 	defer func() {
 		if recover() != nil { // w.solves is closed: the worker is stopping
 			_ = req.Error(queue.CodeUnavailable, "the worker is stopping", nil)
+			span.End()
 		}
 	}()
 	w.solves <- &solveRequest{req: req, grid: g, first: sr.First, start: start,
-		noLookup: req.Headers().Get(queue.HdrNoLookup) != ""}
+		noLookup: req.Headers().Get(queue.HdrNoLookup) != "", span: span}
+}
+
+// solveSpan starts the span of a request of the solve endpoint (SERVER),
+// joined to the caller's trace through the request's headers.
+func (w *Worker) solveSpan(req micro.Request) trace.Span {
+	ctx := telemetry.Extract(context.Background(), nats.Header(req.Headers()))
+	_, span := telemetry.Tracer().Start(ctx, "process solve", trace.WithSpanKind(trace.SpanKindServer))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.NATS, telemetry.MessagingOperationType.String("process"),
+			telemetry.MessagingOperationName.String("solve"), telemetry.MessagingDestTemplate.String(w.q.Opts.SolveSubject()))
+	}
+	return span
 }
 
 // serveSolves answers the solve endpoint's requests, one at a time, until
@@ -125,6 +145,7 @@ func (w *Worker) serveSolves(ctx context.Context) {
 			w.cache.Put(ctx, []cache.Entry{{Key: key, Outcome: &o}})
 		}
 		st.Latency = time.Since(r.start)
+		endSpan(r.span, st.Err)
 		if w.opts.Observer != nil {
 			w.opts.Observer.Batch(&st)
 		}

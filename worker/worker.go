@@ -28,11 +28,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -330,6 +332,10 @@ type task struct {
 	st        BatchStats
 	stopBeat  chan struct{}
 	sc        *scratch // the batch's memory, released when it is done
+	// span is the batch's span (CONSUMER), a child of its submit's
+	// through the message's traceparent; ctx carries it.
+	span trace.Span
+	ctx  context.Context
 }
 
 // handle processes one message: it decodes it, checks it against its
@@ -342,10 +348,12 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	t := &task{w: w, m: m, start: time.Now(), sc: scratches.Get().(*scratch)}
 	t.st.Delivered = t.start
 	t.delivered = 1
-	if md, err := m.Metadata(); err == nil {
+	md, err := m.Metadata()
+	if err == nil {
 		t.delivered = md.NumDelivered
 	}
 	t.st.Redelivered = t.delivered > 1
+	ctx = t.startSpan(ctx, md)
 
 	b, err := job.DecodeWorkInto(m.Data(), t.sc.items)
 	if cap(b.Items) > cap(t.sc.items) {
@@ -357,6 +365,10 @@ func (w *Worker) handle(run, ctx context.Context, sv *solver.Solver, m jetstream
 	}
 	t.batch = &b
 	t.st.Puzzles, t.st.Job, t.st.Batch = len(b.Items), b.Job, b.Index
+	if t.span.IsRecording() {
+		t.span.SetAttributes(telemetry.JobID.String(b.Job), telemetry.BatchIndex.Int64(int64(b.Index)),
+			telemetry.BatchPuzzles.Int(len(b.Items)))
+	}
 	if st, ok := w.sched.endedState(b.Job); ok && st != job.Finished {
 		if st == job.Cancelled {
 			t.digest = b.ComputeDigest()
@@ -454,6 +466,7 @@ func (t *task) done() {
 	if t.st.Latency == 0 {
 		t.st.Latency = time.Since(t.start)
 	}
+	t.endSpan()
 	if o := t.w.opts.Observer; o != nil {
 		o.Batch(&t.st)
 	}
@@ -543,10 +556,12 @@ func (t *task) ack() {
 // costs the batch no delivery, so it never reaches the dead letters for
 // it.
 func (t *task) commit(ctx context.Context, solved []cache.Entry) {
+	ctx, span := telemetry.Tracer().Start(ctx, "results write")
 	err := retryUnavailable(ctx, retryFor, func() error {
 		return t.w.publishResults(ctx, t.batch, t.digest, t.sc)
 	})
 	if err != nil {
+		endSpan(span, err)
 		t.fail(ctx, err)
 		return
 	}
@@ -559,6 +574,7 @@ func (t *task) commit(ctx context.Context, solved []cache.Entry) {
 		finished, rec, err = t.w.count(ctx, t.batch, job.CountItems(t.batch.Items))
 		return err
 	})
+	endSpan(span, err)
 	if err != nil {
 		t.fail(ctx, err)
 		return
@@ -619,7 +635,7 @@ func (t *task) fail(ctx context.Context, err error) {
 		t.deadLetter(queue.ReasonMaxDeliver, err)
 		return
 	}
-	w.log.Warn("worker: batch failed; it will be redelivered", "subject", t.m.Subject(), "deliveries", t.delivered, "err", err)
+	w.log.WarnContext(t.ctx, "worker: batch failed; it will be redelivered", "subject", t.m.Subject(), "deliveries", t.delivered, "err", err)
 	t.st.Outcome = OutcomeNak
 	delay := w.opts.NakDelays[min(int(t.delivered)-1, len(w.opts.NakDelays)-1)]
 	_ = t.m.NakWithDelay(delay)
@@ -644,14 +660,14 @@ func (t *task) deadLetter(reason string, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := w.q.JS.PublishMsg(ctx, dl); err != nil {
-		w.log.Error("worker: cannot store a dead letter; leaving the message for redelivery",
+		w.log.ErrorContext(t.ctx, "worker: cannot store a dead letter; leaving the message for redelivery",
 			"reason", reason, "err", err)
 		_ = m.NakWithDelay(w.opts.NakDelays[len(w.opts.NakDelays)-1])
 		t.st.Outcome = OutcomeNak
 		return
 	}
 	_ = m.Term()
-	w.log.Warn("worker: message moved to the dead-letter stream", "reason", reason, "err", cause,
+	w.log.WarnContext(t.ctx, "worker: message moved to the dead-letter stream", "reason", reason, "err", cause,
 		"subject", m.Subject(), "deliveries", t.delivered, "dlq", w.q.Opts.DLQStream)
 }
 
@@ -676,7 +692,7 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	sc.keys = keys
 	var hits []*job.Outcome
 	if b.Flags&job.FlagNoLookup == 0 {
-		hits, _ = w.cache.LookupBatch(ctx, keys)
+		hits = w.lookup(ctx, keys)
 	}
 	sh := &share{w: w, ctx: ctx, b: b, opts: solver.Options{MaxNodes: w.opts.MaxNodes, FirstSolution: first},
 		idx: sc.todo[:0]}
@@ -695,7 +711,12 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	sc.misses, sc.todo = misses, sh.idx
 	sh.times = slices.Grow(sc.times[:0], len(sh.idx))[:len(sh.idx)]
 	sc.times = sh.times
+	_, span := telemetry.Tracer().Start(ctx, "solve")
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.BatchPuzzles.Int(len(sh.idx)), telemetry.CacheHits.Int(st.CacheHits))
+	}
 	sh.solve(sv)
+	span.End()
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -11,10 +11,12 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 )
 
 // subcommands holds the constructor of every subcommand. Each command's
@@ -113,9 +115,39 @@ func flagHint(cmd *cobra.Command, err error) error {
 // Execute runs the sudoku command line on the process's arguments and
 // standard streams and returns the exit status. ctx should be cancelled
 // on an interrupt (SIGINT, SIGTERM).
+//
+// With tracing configured by the OTEL_* variables (docs/observability.md),
+// it sets up the tracer provider first, its service.name "sudoku-" and
+// the command's name (sudoku-worker, sudoku-submit...), and flushes the
+// spans before returning.
 func Execute(ctx context.Context) int {
 	processGC = true
-	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	shutdown, err := telemetry.Setup(ctx, serviceName(args))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sudoku: tracing is off: %v\n", err)
+	}
+	code := Run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	sctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if err := shutdown(sctx); err != nil {
+		fmt.Fprintf(os.Stderr, "sudoku: %v\n", err)
+	}
+	return code
+}
+
+// flushTimeout bounds how long a process waits on exit for its last
+// spans to be exported.
+const flushTimeout = 5 * time.Second
+
+// serviceName is the service.name of the spans of the command args runs:
+// "sudoku-" and its name, "sudoku" for the root.
+func serviceName(args []string) string {
+	cmd, _, err := NewRootCmd().Find(args)
+	if err != nil || !cmd.HasParent() {
+		return "sudoku"
+	}
+	return "sudoku-" + strings.ReplaceAll(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), " ", "-")
 }
 
 // Run runs the sudoku command line with args (without the program name)

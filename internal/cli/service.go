@@ -13,12 +13,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
 )
@@ -30,7 +32,7 @@ func loadConfig(cmd *cobra.Command) (*config.Config, *slog.Logger, error) {
 	if err != nil {
 		return nil, nil, &exitError{code: ExitUsage, err: configError(err)}
 	}
-	return cfg, slog.New(cfg.Log.Handler(cmd.ErrOrStderr())), nil
+	return cfg, slog.New(telemetry.NewLogHandler(cfg.Log.Handler(cmd.ErrOrStderr()))), nil
 }
 
 // configError words the problems config.Load found: each bad setting
@@ -77,6 +79,21 @@ func openConn(cmd *cobra.Command, oo app.OpenOptions) (*config.Config, *slog.Log
 		return nil, nil, nil, err
 	}
 	return cfg, log, conn, nil
+}
+
+// openClient loads the configuration for cmd and dials a client with it,
+// without the cache: for the commands that look at jobs. A refusal of
+// NATS stops a one-shot command at once (stopOnRefusal).
+func openClient(cmd *cobra.Command) (*client.Client, error) {
+	_, log, err := loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	opts := client.Options{Flags: cmd.Flags(), Logger: log, NoCache: true}
+	if stop, ok := cmd.Context().Value(refusalKey{}).(context.CancelCauseFunc); ok {
+		opts.OnRefusal = stop
+	}
+	return client.Dial(cmd.Context(), opts)
 }
 
 // refusalKey keys the context's context.CancelCauseFunc that a refusal

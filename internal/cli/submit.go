@@ -10,6 +10,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -44,7 +45,10 @@ it later.`,
   sudoku submit --priority high urgent.txt`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
+			// One trace for the command: the submit and the follow of
+			// --wait are children of this span.
+			ctx, span := telemetry.Tracer().Start(cmd.Context(), "sudoku submit")
+			defer span.End()
 			in, name, _, err := openInput(cmd, args, false)
 			if err != nil {
 				return err

@@ -42,6 +42,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -226,6 +227,8 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	}
 	s.routes()
 	s.handler = s.metrics.instrument(s.mux)
+	// With tracing on, a SERVER span a request, named after its route.
+	s.handler = telemetry.HTTPHandler(s.handler, s.mux)
 	return s, nil
 }
 

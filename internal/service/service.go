@@ -51,6 +51,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -96,7 +97,7 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 		{
 			Name:    SubmitEndpoint,
 			Subject: q.Opts.SubmitSubject("*"),
-			Handler: micro.HandlerFunc(h.submit),
+			Handler: telemetry.MicroHandler(SubmitEndpoint, q.Opts.SubmitSubject("{caller}"), micro.HandlerFunc(h.submit)),
 			Metadata: meta(`submit a bulk job owned by the caller (the subject's last token): the body is puzzles as text (one a line, or 9-line grids), or JSON ` +
 				`{"puzzles": ["..."], "first": false, "force": false, "json_results": true, "priority": "normal"} (results in JSON unless json_results is false; priority low, normal or high); ` +
 				`the reply is JSON: the job id, its counts and where its results appear`),
@@ -104,13 +105,13 @@ func Endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options, log *slog.
 		{
 			Name:     StatusEndpoint,
 			Subject:  q.Opts.StatusSubject("*"),
-			Handler:  micro.HandlerFunc(h.status),
+			Handler:  telemetry.MicroHandler(StatusEndpoint, q.Opts.StatusSubject("{caller}"), micro.HandlerFunc(h.status)),
 			Metadata: meta(`a job's state and counts, for its owner (the subject's last token) or a role that reads others': the body is the job id, or JSON {"job": "..."}; the reply is JSON`),
 		},
 		{
 			Name:    CancelEndpoint,
 			Subject: q.Opts.CancelSubject("*"),
-			Handler: micro.HandlerFunc(h.cancel),
+			Handler: telemetry.MicroHandler(CancelEndpoint, q.Opts.CancelSubject("{caller}"), micro.HandlerFunc(h.cancel)),
 			Metadata: meta(`cancel a job of the caller's (the subject's last token; admin and gateway: anyone's): its work not yet done leaves the queue, its results so far stay readable; ` +
 				`the body is the job id, or JSON {"job": "..."}; the reply is the job's status, as the status endpoint's`),
 		},
@@ -151,7 +152,7 @@ func (h *handler) submit(req micro.Request) {
 	if opts.MaxGrowth == 0 {
 		opts.MaxGrowth = producer.DefaultMaxGrowth
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), submitTimeout)
+	ctx, cancel := context.WithTimeout(telemetry.RequestContext(req), submitTimeout)
 	defer cancel()
 	sub, err := producer.New(h.q, h.cache, opts).Submit(ctx, in)
 	if err != nil {
@@ -165,7 +166,7 @@ func (h *handler) submit(req micro.Request) {
 		refuse(req, codeOf(err), desc, data)
 		return
 	}
-	h.log.Info("job submitted over NATS", "job", sub.ID, "owner", opts.Owner, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
+	h.log.InfoContext(ctx, "job submitted over NATS", "job", sub.ID, "owner", opts.Owner, "lines", sub.Lines, "batches", sub.Batches, "form", sub.Results.Form)
 	respond(req, &sub)
 }
 
@@ -252,7 +253,7 @@ func (h *handler) answerJob(req micro.Request, write bool, do func(ctx context.C
 		refuse(req, queue.CodeForbidden, err.Error(), nil)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	ctx, cancel := context.WithTimeout(telemetry.RequestContext(req), statusTimeout)
 	defer cancel()
 	st, err := do(ctx, id)
 	switch {
