@@ -62,9 +62,13 @@ type jobTurn struct {
 	recountWait time.Duration
 }
 
-// workable reports whether the job may have a batch to deliver.
+// workable reports whether the job may have a batch to deliver: one it
+// has not counted done, or, while it is publishing, one published since
+// its record last counted its batches (its producer may never update it
+// again: killed, its job goes stale, but the batches it published are
+// done until then).
 func (j *jobTurn) workable() bool {
-	return j.rec.Batches > 0 && j.rec.DoneBatches < j.rec.Batches
+	return j.rec.State == job.Publishing || j.rec.Batches > 0 && j.rec.DoneBatches < j.rec.Batches
 }
 
 // laneTurn is one lane in a worker's schedule: a queue.Lane with active

@@ -199,7 +199,7 @@ type leaders struct {
 }
 
 func (l leaders) String() string {
-	return fmt.Sprintf("work stream %s, results stream %s, jobs bucket %s, dead-letter stream %s, job consumer %s",
+	return fmt.Sprintf("work stream %s, results stream %s, jobs bucket %s, dead-letter stream %s, the job's lane's consumer %s",
 		l.work, l.results, l.jobs, l.dlq, l.consumer)
 }
 

@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,18 +68,21 @@ func dlqRow(table string, seq uint64) string {
 	return ""
 }
 
-// TestPoisonBatch sends a batch that fails on every delivery (its job's
+// TestPoisonBatch sends batches that fail on every delivery (their job's
 // manifest in the jobs bucket is not a manifest, so no worker can check
-// the batch against it) next to a healthy job: the healthy job completes;
-// the poison batch is delivered MaxDeliver times, lands in the
-// dead-letter stream with its reason, and `dlq list` shows it; once the
-// cause is fixed, `dlq replay` puts it back and its job completes too.
+// them against it) next to a healthy job: the healthy job completes; each
+// poison batch is delivered MaxDeliver times, lands in the dead-letter
+// stream with its reason, and `dlq list` shows it; once the cause is
+// fixed, `dlq replay` puts them back and their job completes too. The
+// poison job has two batches: a job of one batch keeps its manifest in
+// its record, not under a key of its own.
 func TestPoisonBatch(t *testing.T) {
 	t.Parallel()
 	s := newSys(t, options{env: []string{"SUDOKU_QUEUE_MAX_DELIVER=3", "SUDOKU_QUEUE_BACKOFF=100ms"}})
 	ctx := context.Background()
-	poisonFile, poisonPuzzles := genFile(t, clue17, 15, 7) // one batch
+	poisonFile, poisonPuzzles := genFile(t, clue17, 2*s.batchSize, 7) // two batches
 	poisonID := s.submit(poisonFile)
+	lane := s.lane(poisonID)
 	key := job.ManifestKey(poisonID, 0)
 	manifest, err := s.q.Jobs.Get(ctx, key)
 	if err != nil {
@@ -93,15 +97,23 @@ func TestPoisonBatch(t *testing.T) {
 	out, _ := s.mustRun(cli.ExitOK, "submit", "--wait", file)
 	checkSolutions(t, puzzles, out)
 
-	dl := s.waitDLQ(1, 30*time.Second)[0]
-	if dl.Reason != queue.ReasonMaxDeliver || dl.Deliveries != 3 || dl.Job != poisonID || dl.Batch == nil || *dl.Batch != 0 ||
-		dl.Puzzles != 15 || dl.Subject != s.q.Opts.WorkSubject(poisonID, s.lane(poisonID)) || !strings.Contains(dl.Error, "manifest") {
-		t.Fatalf("dead letter %+v", dl)
-	}
+	dls := s.waitDLQ(2, 30*time.Second)
 	table, _ := s.mustRun(cli.ExitOK, "dlq", "list")
 	t.Logf("sudoku dlq list:\n%s", table)
-	if row := dlqRow(table, dl.Seq); !strings.Contains(row, "max_deliver") || !strings.Contains(row, poisonID) {
-		t.Fatalf("dlq list does not show it:\n%s", table)
+	batches := map[uint64]bool{}
+	for _, dl := range dls {
+		if dl.Reason != queue.ReasonMaxDeliver || dl.Deliveries != 3 || dl.Job != poisonID || dl.Batch == nil ||
+			*dl.Batch > 1 || dl.Puzzles != s.batchSize || dl.Subject != s.q.Opts.WorkSubject(poisonID, lane) ||
+			!strings.Contains(dl.Error, "manifest") {
+			t.Fatalf("dead letter %+v", dl)
+		}
+		batches[*dl.Batch] = true
+		if row := dlqRow(table, dl.Seq); !strings.Contains(row, "max_deliver") || !strings.Contains(row, poisonID) {
+			t.Fatalf("dlq list does not show dead letter %d:\n%s", dl.Seq, table)
+		}
+	}
+	if len(batches) != 2 {
+		t.Fatalf("dead letters of batches %v, want 0 and 1", batches)
 	}
 	if st := s.status(poisonID); st.Done != 0 || st.State != job.Published {
 		t.Fatalf("the poison job: %+v", st)
@@ -110,22 +122,26 @@ func TestPoisonBatch(t *testing.T) {
 	if _, err := s.q.Jobs.Put(ctx, key, good); err != nil {
 		t.Fatal(err)
 	}
-	out, _ = s.mustRun(cli.ExitOK, "dlq", "replay", strconv.FormatUint(dl.Seq, 10))
-	if !strings.Contains(out, "replayed to "+s.q.Opts.WorkSubject(poisonID, s.lane(poisonID))+" (job "+poisonID+" batch 0, 15 puzzles)") {
-		t.Fatalf("dlq replay: %q", out)
+	for _, dl := range dls {
+		out, _ = s.mustRun(cli.ExitOK, "dlq", "replay", strconv.FormatUint(dl.Seq, 10))
+		want := fmt.Sprintf("replayed to %s (job %s batch %d, %d puzzles)", s.q.Opts.WorkSubject(poisonID, lane), poisonID,
+			*dl.Batch, s.batchSize)
+		if !strings.Contains(out, want) {
+			t.Fatalf("dlq replay: %q, want %q", out, want)
+		}
 	}
 	out, stderr := s.mustRun(cli.ExitOK, "job", "wait", poisonID)
 	checkSolutions(t, poisonPuzzles, out)
-	checkSummary(t, stderr, poisonID, "15 unique")
-	s.checkJob(poisonID, want{lines: 15, queued: 15})
+	checkSummary(t, stderr, poisonID, fmt.Sprintf("%d unique", 2*s.batchSize))
+	s.checkJob(poisonID, want{lines: int64(2 * s.batchSize), queued: int64(2 * s.batchSize)})
 	s.checkDrained()
 	// One line for each failed delivery but the last, one when it went to
 	// the dead-letter stream.
-	if n := w.count("message moved to the dead-letter stream"); n != 1 {
-		t.Errorf("the worker logged the dead letter %d times:\n%s", n, tail(w.stderr.String(), 30))
+	if n := w.count("message moved to the dead-letter stream"); n != 2 {
+		t.Errorf("the worker logged %d dead letters, want 2:\n%s", n, tail(w.stderr.String(), 30))
 	}
-	if n := w.count("batch failed; it will be redelivered"); n != 2 {
-		t.Errorf("the worker logged %d failed deliveries, want 2:\n%s", n, tail(w.stderr.String(), 30))
+	if n := w.count("batch failed; it will be redelivered"); n != 4 {
+		t.Errorf("the worker logged %d failed deliveries, want 2 of each batch:\n%s", n, tail(w.stderr.String(), 30))
 	}
 }
 
