@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 
 	"log/slog"
 
@@ -31,6 +32,11 @@ type SolveOptions struct {
 	// Logger receives a warning for each wrong reply (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Trust is the worker keys whose proofs vouch for a reply (config
+	// proof.trusted). Nil trusts none: a unique or gave_up reply is
+	// confirmed by solving; with keys, a reply without a trusted
+	// worker's proof is refused (results_unproven).
+	Trust *proof.Trust
 }
 
 // Solve asks the workers' solve endpoint (the micro service's, on
@@ -104,7 +110,7 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 			continue
 		}
 		if perr == nil {
-			if err := verifyReply(ctx, &g, &r, opts.First); err != nil {
+			if err := verifyReply(ctx, &g, &r, opts.First, opts.Trust, m); err != nil {
 				wrong = err
 				cmp.Or(opts.Logger, slog.Default()).Warn("producer: a solve reply is wrong; waiting for another", "subject", q.SolveSubject(), "err", err)
 				continue
@@ -114,9 +120,10 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 	}
 }
 
-// verifyReply checks a solve reply r for puzzle g in the request's mode:
-// its puzzle is g, and its answer Verifies.
-func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool) error {
+// verifyReply checks a solve reply r (decoded from m) for puzzle g in
+// the request's mode: its puzzle is g, its proof (with trusted keys), and
+// its answer Verifies.
+func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool, trust *proof.Trust, m *nats.Msg) error {
 	if r.Status == result.StatusInvalid {
 		return fmt.Errorf("a reply called a valid puzzle invalid: %s", r.Error)
 	}
@@ -130,7 +137,14 @@ func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bo
 	if r.Status != result.StatusGaveUp && !o.Answers(first) {
 		return fmt.Errorf("a reply says %s, which does not answer the request", r.Status)
 	}
-	if err := o.Verify(ctx, first); err != nil {
+	prov := job.Unproven
+	if trust.Enabled() {
+		if err := trust.VerifyReply(m.Header.Get(proof.Header), m.Data); err != nil {
+			return fmt.Errorf("a reply is refused: %w", err)
+		}
+		prov = job.Proven
+	}
+	if err := o.Verify(ctx, first, prov); err != nil {
 		return fmt.Errorf("a reply is wrong: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 )
 
 // The checks a verifier makes of a results batch, in the order it makes
@@ -18,6 +19,7 @@ const (
 	checkManifest = "manifest" // a manifest of the job lists the batch
 	checkDigest   = "digest"   // the body's digest is the manifest's
 	checkItems    = "items"    // the body's items are the batch published (their digest)
+	checkProof    = "proof"    // with trusted keys, a trusted worker signed the body (proof.Header)
 	checkAnswer   = "answer"   // every answer holds against its puzzle
 )
 
@@ -46,10 +48,14 @@ func (r *refusal) Is(target error) bool { return target == errRefused }
 // producer published, with no server of its own: the job's batch count
 // and its manifests come from the functions it is given. Whoever can
 // publish on the results subjects can forge a batch, so nothing of a
-// batch is taken on trust but what its digest and the solver vouch for
-// (a unique answer's uniqueness: proving it would mean solving every
-// puzzle again).
+// batch is taken on trust but what its digest, the solver and a trusted
+// worker's signature vouch for: with trusted keys (trust), a batch must
+// carry a worker's proof (refused otherwise: results_unproven), which
+// vouches for its unique and gave_up answers; with none, those are
+// confirmed by solving too.
 type verifier struct {
+	// trust is the keys whose proofs vouch for a batch (nil: none).
+	trust *proof.Trust
 	// job is the job's id.
 	job string
 	// first is the job's mode: first solution only (the digest covers
@@ -68,10 +74,11 @@ type verifier struct {
 // check decodes data, the body of the results message for batch index
 // (its subject's), into spare's memory when it has room, and checks it:
 // its job and index, that the job has such a batch, its digest against
-// the manifest's and its items', and every answer against its puzzle.
+// the manifest's and its items', its proof (sig, the message's
+// proof.Header) when v trusts keys, and every answer against its puzzle.
 // A batch it refuses returns an error matching errRefused (a *refusal);
 // any other error is the digest lookup's.
-func (v *verifier) check(ctx context.Context, index uint64, data []byte, spare []job.Item) (*job.Batch, error) {
+func (v *verifier) check(ctx context.Context, index uint64, sig string, data []byte, spare []job.Item) (*job.Batch, error) {
 	refuse := func(check string, line int, format string, args ...any) (*job.Batch, error) {
 		return nil, &refusal{Job: v.job, Batch: index, Check: check, Line: line, Why: fmt.Sprintf(format, args...)}
 	}
@@ -109,10 +116,18 @@ func (v *verifier) check(ctx context.Context, index uint64, data []byte, spare [
 	if got := b.ComputeDigest(); got != want {
 		return refuse(checkItems, 0, "not the batch this job published (its items' digest %s, the manifest's %s)", got, want)
 	}
-	// Every answer checked, and none and multiple confirmed by solving.
+	prov := job.Unproven
+	if v.trust.Enabled() {
+		if err := v.trust.VerifyResults(sig, v.job, index, data); err != nil {
+			return refuse(checkProof, 0, "%v", err)
+		}
+		prov = job.Proven
+	}
+	// Every answer checked, none and multiple confirmed by solving, and
+	// unique and gave_up too unless a trusted worker signed them.
 	for i := range b.Items {
 		if b.Items[i].Kind == job.Known {
-			if err := b.Items[i].Outcome.Verify(ctx, v.first); err != nil {
+			if err := b.Items[i].Outcome.Verify(ctx, v.first, prov); err != nil {
 				return refuse(checkAnswer, b.Items[i].Line, "line %d: %v", b.Items[i].Line, err)
 			}
 		}

@@ -100,7 +100,7 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Co
 	}
 	first := b.Flags&job.FlagFirstSolution != 0
 	for i := range got.Items {
-		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first) != nil {
+		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first, job.Unproven) != nil {
 			return nil, false
 		}
 	}
