@@ -77,7 +77,7 @@ func (c *Client) Solve(ctx context.Context, puzzle string, o SolveOptions) (Resu
 		}
 	}
 	r, err := producer.Solve(ctx, c.conn.NC, c.conn.Queue.Opts, g.String(),
-		producer.SolveOptions{First: o.First, NoLookup: true, Logger: c.log})
+		producer.SolveOptions{First: o.First, NoLookup: true, Logger: c.log, Trust: c.conn.Trust})
 	if err != nil && !errors.Is(err, ErrNoWorker) {
 		err = wrap(err)
 	}

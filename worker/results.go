@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"slices"
 	"strconv"
 	"sync"
@@ -210,6 +211,9 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest,
 	b.Digest = d
 	m := w.q.Opts.ResultsMsgIn(b, sc.body) // the client copies it as it publishes
 	sc.body = m.Data
+	if w.opts.Signer != nil {
+		m.Header.Set(proof.Header, w.opts.Signer.SignResults(b.Job, b.Index, m.Data))
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
 	replaced, err := w.q.PublishResults(ctx, m, publishAttempt, queue.SameResults(ctx, b))

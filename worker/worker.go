@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -104,6 +105,11 @@ type Options struct {
 	// newest of an owner's open jobs while the owner is over it (zero:
 	// no bound).
 	Quota job.Quota
+	// Signer signs each results message and solve reply the worker
+	// produces (proof.Header; config proof.key), so that readers that
+	// trust its key take its unique and gave_up answers without solving
+	// them again. Nil signs nothing.
+	Signer *proof.Signer
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Observer receives per-batch statistics (optional).

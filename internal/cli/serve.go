@@ -138,6 +138,7 @@ finishes the requests in progress.`,
 				MaxBodyBytes:   cfg.Serve.MaxBodyBytes,
 				RequestTimeout: cfg.Serve.RequestTimeout,
 				Producer:       producerOptions(cfg, log, false, false),
+				Trust:          conn.Trust,
 				Logger:         log,
 			})
 			if err != nil {

@@ -139,6 +139,18 @@ func NewTrust(keys ...ed25519.PublicKey) *Trust {
 	return t
 }
 
+// With returns a Trust of t's keys and keys (t is left as it is; a nil
+// t has none).
+func (t *Trust) With(keys ...ed25519.PublicKey) *Trust {
+	var all []ed25519.PublicKey
+	if t != nil {
+		for _, k := range t.keys {
+			all = append(all, k)
+		}
+	}
+	return NewTrust(append(all, keys...)...)
+}
+
 // Enabled reports whether t trusts any key.
 func (t *Trust) Enabled() bool { return t != nil && len(t.keys) > 0 }
 
