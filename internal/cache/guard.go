@@ -160,8 +160,8 @@ func (g *Guard) Lookup(ctx context.Context, keys []job.Key) ([]*job.Outcome, boo
 // with a warning: whoever can write the cache can store a well-formed
 // value that lies (none, multiple, or a unique solution against the
 // rules, under a solvable puzzle's key, or unique for a puzzle with
-// several solutions). A solution is checked, and none, multiple, unique
-// and gave_up confirmed by solving (job.Outcome.Verify, Unproven: a
+// several solutions). A solution is checked, and none, multiple and
+// unique confirmed by solving (job.Outcome.Verify, Unproven: a
 // cache value carries no worker's proof; the solver is fast, and the
 // answer is then solved again and stored over the bad one).
 // A value stored under another puzzle's key is a miss already (the
