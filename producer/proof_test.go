@@ -31,8 +31,8 @@ type refusals struct {
 func newRefusals() *refusals { return &refusals{more: make(chan struct{}, 64)} }
 
 func (r *refusals) Enabled(context.Context, slog.Level) bool { return true }
-func (r *refusals) WithAttrs([]slog.Attr) slog.Handler      { return r }
-func (r *refusals) WithGroup(string) slog.Handler           { return r }
+func (r *refusals) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *refusals) WithGroup(string) slog.Handler            { return r }
 func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
 	if rec.Message != "producer: results refused" {
 		return nil
