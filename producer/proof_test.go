@@ -58,14 +58,16 @@ func severalSolutions(t *testing.T, n int) []string {
 }
 
 // TestForgedUniqueAndGaveUpAreRefused publishes, before any worker and
-// with the right digests, results that say unique (with a right
-// solution) for puzzles that have several solutions, and gave_up for
-// puzzles the solver settles at once: issue 28 found both printed. A
-// follower prints none of them, whether it trusts no key (roles off's
-// default: it solves them again), trusts the workers' key (the forgery
-// carries no proof), or sees them signed by a key it does not trust. A
-// worker then answers the batches, and the job ends with the true
-// results.
+// with the right digests, results that say gave_up for puzzles the
+// solver settles at once (batch 0), and unique (with a right solution)
+// for puzzles that have several solutions (batch 1): issue 28 found both
+// printed. A follower prints none of them, whether it trusts no key
+// (roles off's default: it solves them again; it refuses the unique
+// batch, and prints its own answers for the gave_up, as the reader of an
+// honest gave_up from a worker with a smaller budget would), trusts the
+// workers' key (the forgery carries no proof: both refused), or sees
+// them signed by a key it does not trust (both refused). A worker then
+// answers the batches, and the job ends with the true results.
 func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 	workerKey, err := proof.GenerateKey()
 	if err != nil {
@@ -81,36 +83,38 @@ func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 		trust     *proof.Trust
 		forgedBy  *proof.Signer // signs the forged messages; nil: no proof
 		wantCheck string
+		refusals  int // batches refused; the rest (batch 0) solved by the reader
 	}{
-		{"no trusted keys", nil, nil, checkAnswer},
-		{"the workers' key trusted", proof.NewTrust(signer.PublicKey()), nil, checkProof},
-		{"signed by an untrusted key", proof.NewTrust(signer.PublicKey()), forger, checkProof},
+		{"no trusted keys", nil, nil, checkAnswer, 1},
+		{"the workers' key trusted", proof.NewTrust(signer.PublicKey()), nil, checkProof, 2},
+		{"signed by an untrusted key", proof.NewTrust(signer.PublicKey()), forger, checkProof, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachServer(t, func(t *testing.T, e *env) {
 				ctx := context.Background()
 				several := severalSolutions(t, 5)
 				easy := testenv.Puzzles(t, "testdata/17_clue_100.txt", 10)[5:]
-				text := strings.Join(append(append([]string{}, several...), easy...), "\n")
+				text := strings.Join(append(append([]string{}, easy...), several...), "\n")
 				sub := e.submit(text, Options{BatchSize: 5})
 
-				unique := answer(t, sub.ID, 0, strings.Join(several, "\n"))
+				unique := answer(t, sub.ID, 1, strings.Join(several, "\n"))
+				unique.First, unique.Digest = 5, job.Digest{}
 				for i := range unique.Items {
 					o := &unique.Items[i].Outcome
 					if o.Status != result.StatusMultiple {
 						t.Fatalf("fixture: puzzle %d is %s", i, o.Status)
 					}
+					unique.Items[i].Line += 5
 					o.Status, o.Error = result.StatusUnique, ""
 				}
-				gaveUp := answer(t, sub.ID, 1, strings.Join(easy, "\n"))
-				gaveUp.First, gaveUp.Digest = 5, job.Digest{}
+				unique.Digest = unique.ComputeDigest()
+				gaveUp := answer(t, sub.ID, 0, strings.Join(easy, "\n"))
 				for i := range gaveUp.Items {
-					gaveUp.Items[i].Line += 5
 					o := &gaveUp.Items[i].Outcome
 					o.Status, o.Solution, o.Error = result.StatusGaveUp, solver.Grid{}, "solver: gave up (forged)"
 				}
 				gaveUp.Digest = gaveUp.ComputeDigest()
-				for _, b := range []*job.Batch{unique, gaveUp} {
+				for _, b := range []*job.Batch{gaveUp, unique} {
 					m := e.q.Opts.ResultsMsg(b)
 					if tc.forgedBy != nil {
 						m.Header.Set(proof.Header, tc.forgedBy.SignResults(b.Job, b.Index, m.Data))
@@ -135,7 +139,7 @@ func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 					}, FollowOptions{Trust: tc.trust, Logger: slog.New(refused)})
 					done <- err
 				}()
-				for range 2 {
+				for range tc.refusals {
 					select {
 					case <-refused.more:
 					case err := <-done:
@@ -144,9 +148,15 @@ func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 						t.Fatal("the forged batches were never refused")
 					}
 				}
+				// The follower handles the batches in order: batch 0 was
+				// passed on (or refused) before batch 1 was refused.
+				want := local(t, text, false)
 				mu.Lock()
-				if len(got) != 0 {
+				if tc.refusals == 2 && len(got) != 0 {
 					t.Fatalf("the follower passed on %d forged results, first %+v", len(got), got[0])
+				}
+				if tc.refusals == 1 {
+					same(t, got, want[:5]) // its own answers, not gave_up
 				}
 				mu.Unlock()
 				refused.mu.Lock()
@@ -161,7 +171,7 @@ func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
-				same(t, got, local(t, text, false))
+				same(t, got, want)
 			})
 		})
 	}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -122,7 +122,8 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 
 // verifyReply checks a solve reply r (decoded from m) for puzzle g in
 // the request's mode: its puzzle is g, its proof (with trusted keys), and
-// its answer Verifies.
+// its answer Verifies. An unproven gave_up that the reader's own solve
+// settles is replaced in r by that answer.
 func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool, trust *proof.Trust, m *nats.Msg) error {
 	if r.Status == result.StatusInvalid {
 		return fmt.Errorf("a reply called a valid puzzle invalid: %s", r.Error)
@@ -144,7 +145,13 @@ func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bo
 		}
 		prov = job.Proven
 	}
-	if err := o.Verify(ctx, first, prov); err != nil {
+	err = o.Verify(ctx, first, prov)
+	if se, ok := errors.AsType[*job.SettledError](err); ok {
+		// An unproven gave_up this reader solved: its own answer.
+		*r = se.Outcome.Result(0, g.Key())
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("a reply is wrong: %w", err)
 	}
 	return nil

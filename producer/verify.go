@@ -124,10 +124,18 @@ func (v *verifier) check(ctx context.Context, index uint64, sig string, data []b
 		prov = job.Proven
 	}
 	// Every answer checked, none and multiple confirmed by solving, and
-	// unique and gave_up too unless a trusted worker signed them.
+	// unique and gave_up too unless a trusted worker signed them (an
+	// unproven gave_up that solving settles is replaced by the answer).
 	for i := range b.Items {
 		if b.Items[i].Kind == job.Known {
-			if err := b.Items[i].Outcome.Verify(ctx, v.first, prov); err != nil {
+			err := b.Items[i].Outcome.Verify(ctx, v.first, prov)
+			if se, ok := errors.AsType[*job.SettledError](err); ok {
+				// An unproven gave_up this reader solved: its own answer
+				// is printed instead.
+				b.Items[i].Outcome = se.Outcome
+				continue
+			}
+			if err != nil {
 				return refuse(checkAnswer, b.Items[i].Line, "line %d: %v", b.Items[i].Line, err)
 			}
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
@@ -101,7 +101,7 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Co
 	}
 	first := b.Flags&job.FlagFirstSolution != 0
 	for i := range got.Items {
-		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first, job.Unproven) != nil {
+		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first, job.Proven) != nil {
 			return nil, false
 		}
 	}

@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,6 +41,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )

@@ -6,9 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"math/bits"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
@@ -490,7 +490,8 @@ const (
 // An Unproven outcome must also stand what only a worker's word
 // vouches for otherwise: unique is solved again to a count of two (the
 // search must find no second solution), and gave_up with the default
-// node budget (the search must give up too). A Proven one (a trusted
+// node budget (the search must give up too; when it answers, the error
+// is a *SettledError with that answer). A Proven one (a trusted
 // worker signed it) is taken at its word for these: solving every
 // unique answer again would double the cost of a job.
 func (o *Outcome) Verify(ctx context.Context, first bool, p Provenance) error {
@@ -517,14 +518,34 @@ func (o *Outcome) Verify(ctx context.Context, first bool, p Provenance) error {
 	case err != nil:
 		return fmt.Errorf("job: %s: %w", o.Status, err)
 	}
-	if got := FromSolve(&o.Puzzle, r, nil).Status; got != o.Status {
-		if o.Status == result.StatusUnique || o.Status == result.StatusGaveUp {
-			return fmt.Errorf("job: says %s with no proof (%w), solving says %s", o.Status, ErrUnproven, got)
+	if got := FromSolve(&o.Puzzle, r, nil); got.Status != o.Status {
+		switch o.Status {
+		case result.StatusGaveUp:
+			return &SettledError{Outcome: got}
+		case result.StatusUnique:
+			return fmt.Errorf("job: says %s with no proof (%w), solving says %s", o.Status, ErrUnproven, got.Status)
 		}
-		return fmt.Errorf("job: says %s, solving says %s", o.Status, got)
+		return fmt.Errorf("job: says %s, solving says %s", o.Status, got.Status)
 	}
 	return nil
 }
+
+// SettledError is Verify's error for an Unproven gave_up that the
+// reader's own solve settled: Outcome is that answer. A gave_up is no
+// claim that the puzzle cannot be solved (a worker with a smaller node
+// budget, or a search that failed, gives up honestly), so a reader may
+// print Outcome in its place; what it must not do is print the gave_up.
+type SettledError struct {
+	Outcome Outcome
+}
+
+// Error says what the reader's solve found.
+func (e *SettledError) Error() string {
+	return fmt.Sprintf("job: says gave_up with no proof (%v), solving says %s", ErrUnproven, e.Outcome.Status)
+}
+
+// Unwrap makes errors.Is(err, ErrUnproven) true.
+func (e *SettledError) Unwrap() error { return ErrUnproven }
 
 // ErrUnproven is matched by Verify's refusal of an Unproven unique or
 // gave_up that solving contradicts: the answer needed a worker's proof.

@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
@@ -139,4 +140,29 @@ func noSolution(t testing.TB, u job.Outcome) job.Outcome {
 	}
 	t.Fatal("no puzzle without a solution found")
 	return job.Outcome{}
+}
+
+// TestVerifySettlesAnUnprovenGaveUp: an unproven gave_up that the
+// reader's solve settles is refused with that answer (a *SettledError,
+// matching ErrUnproven), in each mode, for the reader to print instead.
+func TestVerifySettlesAnUnprovenGaveUp(t *testing.T) {
+	ctx := context.Background()
+	g, err := solver.Parse("..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		first bool
+		want  result.Status
+	}{{false, result.StatusUnique}, {true, result.StatusSolved}} {
+		o := job.Outcome{Status: result.StatusGaveUp, Puzzle: g, Error: "forged"}
+		err := o.Verify(ctx, tc.first, job.Unproven)
+		se, ok := errors.AsType[*job.SettledError](err)
+		if !ok || !errors.Is(err, job.ErrUnproven) {
+			t.Fatalf("first %v: Verify = %v, want a *SettledError matching ErrUnproven", tc.first, err)
+		}
+		if se.Outcome.Status != tc.want || se.Outcome.Check() != nil {
+			t.Errorf("first %v: settled as %s (check %v), want a right %s", tc.first, se.Outcome.Status, se.Outcome.Check(), tc.want)
+		}
+	}
 }

@@ -63,7 +63,7 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 		several = append(several, p[:i]+"."+p[i+1:])
 	}
 	easy := puzzles[5:10]
-	text := strings.Join(append(append([]string{}, several...), easy...), "\n")
+	text := strings.Join(append(append([]string{}, easy...), several...), "\n")
 	for _, kind := range []string{"embedded", "nats-server"} {
 		t.Run(kind, func(t *testing.T) {
 			d := deploy(t, kind)
@@ -98,17 +98,18 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 			}
 
 			id := submit(text)
-			forged := forge(t, id, several, easy)
+			forged := forge(t, id, easy, several)
 			for _, b := range forged {
 				if _, err := gateway.js.PublishMsg(ctx, opts.ResultsMsg(b), queue.ExpectResults()); err != nil {
 					t.Fatal(gateway.ref.Explain(err))
 				}
 			}
 			for _, tr := range []struct {
-				name  string
-				trust *proof.Trust
-				check string
-			}{{"trusted keys", trust, "check=proof"}, {"no keys", nil, "check=answer"}} {
+				name     string
+				trust    *proof.Trust
+				check    string
+				refusals int
+			}{{"trusted keys", trust, "check=proof", 2}, {"no keys", nil, "check=answer", 1}} {
 				log := &refusalLog{more: make(chan struct{}, 16)}
 				fctx, stop := context.WithCancel(ctx)
 				var got []result.Result
@@ -118,7 +119,7 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 						producer.FollowOptions{Trust: tr.trust, Logger: slog.New(log)})
 					done <- err
 				}()
-				for range 2 {
+				for range tr.refusals {
 					select {
 					case <-log.more:
 					case err := <-done:
@@ -129,8 +130,14 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 				}
 				stop()
 				<-done
-				if len(got) != 0 {
-					t.Errorf("%s: the follower passed on forged results: %+v", tr.name, got[0])
+				// In order: batch 0 was passed on or refused before batch 1.
+				for _, r := range got {
+					if r.Status != result.StatusUnique {
+						t.Errorf("%s: the follower passed on %+v", tr.name, r)
+					}
+				}
+				if want := 5 * (2 - tr.refusals); len(got) != want {
+					t.Errorf("%s: %d results passed on, want %d", tr.name, len(got), want)
 				}
 				for _, why := range log.why {
 					if !strings.Contains(why, tr.check) || !strings.Contains(why, proof.Reason) {
@@ -144,14 +151,14 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 			if err != nil {
 				t.Fatal(wk.ref.Explain(err))
 			}
-			subject := opts.ResultSubject(id, 0)
+			subject := opts.ResultSubject(id, 1)
 			before, err := wq.Results.GetLastMsgForSubject(ctx, subject)
 			if err != nil {
 				t.Fatal(err)
 			}
-			truth := answerBatch(t, id, 0, several)
+			truth := answerBatch(t, id, 1, several)
 			m := opts.ResultsMsg(truth)
-			m.Header.Set(proof.Header, signer.SignResults(id, 0, m.Data))
+			m.Header.Set(proof.Header, signer.SignResults(id, 1, m.Data))
 			// Each refused: JetStream's API answers nothing to a request
 			// the server does not let through, so each waits its own
 			// short deadline.
@@ -195,11 +202,17 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 }
 
 // forge returns results of job id's two batches with their right
-// digests: unique (with a right solution) for the puzzles several, which
-// have several solutions, and gave_up for easy, which the solver settles.
-func forge(t *testing.T, id string, several, easy []string) []*job.Batch {
+// digests: gave_up for easy, which the solver settles, and unique (with a
+// right solution) for several, which have several solutions.
+func forge(t *testing.T, id string, easy, several []string) []*job.Batch {
 	t.Helper()
-	unique := answerBatch(t, id, 0, several)
+	gaveUp := answerBatch(t, id, 0, easy)
+	for i := range gaveUp.Items {
+		o := &gaveUp.Items[i].Outcome
+		o.Status, o.Solution, o.Error = result.StatusGaveUp, solver.Grid{}, "solver: gave up (forged)"
+	}
+	gaveUp.Digest = gaveUp.ComputeDigest()
+	unique := answerBatch(t, id, 1, several)
 	for i := range unique.Items {
 		o := &unique.Items[i].Outcome
 		if o.Status != result.StatusMultiple {
@@ -207,13 +220,8 @@ func forge(t *testing.T, id string, several, easy []string) []*job.Batch {
 		}
 		o.Status, o.Error = result.StatusUnique, ""
 	}
-	gaveUp := answerBatch(t, id, 1, easy)
-	for i := range gaveUp.Items {
-		o := &gaveUp.Items[i].Outcome
-		o.Status, o.Solution, o.Error = result.StatusGaveUp, solver.Grid{}, "solver: gave up (forged)"
-	}
-	gaveUp.Digest = gaveUp.ComputeDigest()
-	return []*job.Batch{unique, gaveUp}
+	unique.Digest = unique.ComputeDigest()
+	return []*job.Batch{gaveUp, unique}
 }
 
 // answerBatch returns the results a worker publishes for puzzles, batch
