@@ -24,11 +24,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/worker"
@@ -139,6 +142,19 @@ type Options struct {
 	LocalWorkers int
 	// Logger receives the client's warnings (default: discarded).
 	Logger *slog.Logger
+	// Flags, if set, are command-line flags named after configuration
+	// keys (--nats-url for nats.url, --config for the file), above
+	// Settings and the environment: for a command built on the client,
+	// as the sudoku command is.
+	Flags *pflag.FlagSet
+	// NoCache leaves Redis alone: for a program that only looks at jobs
+	// (Status, List, Wait, Cancel, Remove, Follow) and needs no cache.
+	NoCache bool
+	// OnRefusal, if set, is called at once with each request NATS
+	// refuses the client's user (the error names the server, the user,
+	// its role and what was refused): a one-shot program stops there
+	// rather than waiting out its retries.
+	OnRefusal func(error)
 }
 
 // Client submits and follows jobs. It is safe for concurrent use; Close
@@ -161,7 +177,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg, err := config.Load(config.LoadOptions{File: opts.ConfigFile, Env: envOf(opts)})
+	cfg, err := config.Load(config.LoadOptions{File: opts.ConfigFile, Env: envOf(opts), Flags: opts.Flags})
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -170,7 +186,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		workers = cfg.WorkerConcurrency()
 	}
 	oo := app.OpenOptions{NoConsumer: workers <= 0, Embedded: opts.Embedded, AllowMemoryCache: opts.Embedded,
-		MemoryCache: opts.MemoryCache}
+		MemoryCache: opts.MemoryCache, NoCache: opts.NoCache}
+	if opts.OnRefusal != nil {
+		oo.OnRefusal = func(pe *roles.PermissionError) { opts.OnRefusal(pe) }
+	}
 	conn, err := app.Open(ctx, cfg, oo, log)
 	if err != nil {
 		return nil, wrap(err)

@@ -198,8 +198,11 @@ func (c *Client) Wait(ctx context.Context, id string) (Status, error) {
 
 // ListOptions select the jobs List returns.
 type ListOptions struct {
-	// All lists every owner's jobs (a role that reads others' jobs: an
-	// admin, a reader, the gateway); by default, the client's owner's.
+	// All lists every owner's jobs: for a producer, if the servers let
+	// it read others' (roles init --shared-reads). Without it, a
+	// producer's client lists its owner's jobs, and every other client
+	// (an admin's, a reader's, a gateway's, one without roles) every
+	// owner's.
 	All bool
 	// Limit is the most jobs returned, newest first (default 100).
 	Limit int
@@ -207,9 +210,9 @@ type ListOptions struct {
 
 // List returns the status of the newest jobs, newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) ([]Status, error) {
-	owner := c.owner
-	if o.All {
-		owner = ""
+	owner := ""
+	if r, ok := roles.Of(c.cfg.NATS.User); ok && !r.ActsForOthers() && !o.All {
+		owner = c.owner // the servers let a producer read no other's
 	}
 	sts, err := producer.Jobs(ctx, c.conn.Queue, owner, cmp.Or(max(o.Limit, 0), 100), c.log)
 	return sts, wrap(err)
@@ -235,10 +238,19 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	remove := producer.Remove
-	if r, ok := roles.Of(c.owner); (!ok || r != roles.Admin) && c.cfg.NATS.User != "" {
+	if !c.PurgesResults() {
 		remove = producer.RemoveOwn
 	}
 	return wrap(remove(ctx, c.conn.Queue, id))
+}
+
+// PurgesResults reports whether Remove purges a job's results at once:
+// for an admin's client, and one without roles (no NATS user). Another
+// user may not purge the streams: its Remove leaves the results, which
+// nothing names any more, to expire with job.result_ttl.
+func (c *Client) PurgesResults() bool {
+	r, ok := roles.Of(c.owner)
+	return (ok && r == roles.Admin) || c.cfg.NATS.User == ""
 }
 
 // mayTouch returns nil when the client may read (write false) or change

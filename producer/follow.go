@@ -267,74 +267,24 @@ func resultsReader(q *queue.Queue, rec *job.Record) jetstream.OrderedConsumerCon
 // published so far reads the job's record while its producer publishes.
 const caughtUpPoll = 20 * time.Millisecond
 
-// run reads the results stream until every batch is passed on.
+// run reads the results stream until every batch is passed on: results
+// as they come from an ordered consumer (the reader), the next batch by
+// its subject when the reader left it out or brings nothing, and the
+// record now and then for the job's state.
 func (f *follower) run(ctx context.Context) error {
 	if f.complete() {
 		return nil
 	}
-	open := func() (*pump, error) {
-		actx, cancel := context.WithTimeout(ctx, apiTimeout)
-		defer cancel()
-		cfg := resultsReader(f.q, &f.rec)
-		// Left alone, the client recreates a lost consumer for ever inside
-		// Next (a cluster node down that held it: minutes), deaf to
-		// NextMaxWait: after two attempts it returns, and run opens a new
-		// one and reads by subject meanwhile.
-		cfg.MaxResetAttempts = 2
-		// The client does not delete its consumer when it stops (pump.Stop
-		// does); one left by a reader that died goes after a minute, not
-		// the client's default 5: every consumer of the results stream
-		// costs the server something for each results message.
-		cfg.InactiveThreshold = readerInactive
-		c, err := f.q.Results.OrderedConsumer(actx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
-		}
-		// A window of readerWindow messages, asked for at most
-		// readerBytes at a time, so that memory grows with neither the
-		// batch size nor the job: a window in bytes alone (PullMaxBytes)
-		// makes the client buffer a million messages' room, 8 MB for
-		// every reader, which the GC scans.
-		it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(readerWindow, readerBytes(f.q.JS.Conn())))
-		if err != nil {
-			return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
-		}
-		return newPump(f.q, c, it), nil
-	}
-	// reopen opens the reader, waiting while JetStream does not answer
-	// (a cluster electing a leader, NATS reconnecting).
-	reopen := func() (*pump, error) {
-		for {
-			it, err := open()
-			switch {
-			case err == nil:
-				return it, nil
-			case ctx.Err() != nil:
-				return nil, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
-			case errors.Is(err, jetstream.ErrStreamNotFound) || f.q.JS.Conn().IsClosed():
-				return nil, err
-			}
-			f.unreachable(ctx, err)
-			select {
-			case <-time.After(f.opts.Poll):
-			case <-ctx.Done():
-			}
-		}
-	}
-	it, err := reopen()
+	it, err := f.reopen(ctx)
 	if err != nil {
 		return err
 	}
+	r := &reading{it: it, lastRead: time.Now(), lastMsg: time.Now()}
 	defer func() {
-		if it != nil {
-			it.Stop()
+		if r.it != nil {
+			r.it.Stop()
 		}
 	}()
-	lastRead, lastMsg := time.Now(), time.Now()
-	idle := 0
-	missing := 0 // reads by subject in a row that found no next batch
-	var missingSince time.Time
-	hurry := false // the last read by subject brought the next batch
 	for !f.complete() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("waiting for job %s: %w", f.id, err)
@@ -342,102 +292,194 @@ func (f *follower) run(ctx context.Context) error {
 		if f.rec.State == job.Cancelled {
 			return f.cancelled(ctx)
 		}
-		// Every batch published so far passed on: the job ends when its
-		// record says publishing is over, so read it often meanwhile.
-		caughtUp := f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches)
-		wait := f.opts.Poll
-		if caughtUp {
-			wait = min(wait, caughtUpPoll)
+		taken, err := f.readNext(ctx, r)
+		if err != nil {
+			return err
 		}
-		if hurry {
-			wait = 0 // catching up by subject: the next one at once
-		}
-		hurry = false
-		m, err := it.next(ctx, wait)
-		switch {
-		case err == nil:
-			idle, lastMsg = 0, time.Now()
-			f.setWaiting("")
-			f.setNoWorkers(false)
-			if err := f.take(ctx, m.Subject(), m.Headers().Get(proof.Header), m.Data()); err != nil {
-				return err
-			}
-			if f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches) {
-				lastRead = time.Now()
-				if err := f.readRecord(ctx); err != nil {
-					return err
-				}
-			}
+		if taken {
 			continue
-		case caughtUp && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)):
-			lastRead = time.Now()
-			if err := f.readRecord(ctx); err != nil {
-				return err
-			}
-			continue
-		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
-			idle++
-			if !f.q.JS.Conn().IsConnected() {
-				f.unreachable(ctx, nats.ErrDisconnected)
-			}
-			f.askWorkers(ctx)
-		default:
-			// The reader failed (its consumer lost for good, the
-			// connection closed): open another.
-			idle++
-			f.unreachable(ctx, err)
-			it.Stop()
-			if it, err = reopen(); err != nil {
-				return fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
-			}
-			lastMsg = time.Now()
 		}
-		// The next batch, read by its subject: one the window left out,
-		// or, while nothing comes, one the consumer may have lost (a
-		// cluster that lost its stream leader can leave an ordered
-		// consumer waiting for ever).
-		if next := f.order.next; next < uint64(f.rec.Batches) && (f.order.leftOut(next) || idle > 0) {
-			found, err := f.fetch(ctx, next)
-			if err != nil {
-				return err
-			}
-			// While the consumer brings nothing, go on by subject as long
-			// as that brings batches: a reader whose consumer is being
-			// recreated (a cluster node lost) catches up meanwhile.
-			hurry = idle > 0 && f.order.next > next
-			if found {
-				missing = 0
-			} else {
-				if missing == 0 {
-					missingSince = time.Now()
-				}
-				missing++
-			}
+		if err := f.fetchNext(ctx, r); err != nil {
+			return err
 		}
-		if idle > 0 && time.Since(lastMsg) > 10*f.opts.Poll {
-			// Long without a message: start the reader again.
-			it.Stop()
-			if it, err = reopen(); err != nil {
-				return err
-			}
-			lastMsg = time.Now()
-		}
-		if idle > 0 || time.Since(lastRead) > 5*f.opts.Poll {
-			// Nothing new: the record may have moved on (published,
-			// failed, removed).
-			lastRead = time.Now()
-			if err := f.readRecord(ctx); err != nil {
-				return err
-			}
-			if f.rec.State == job.Finished && missing > 2 && time.Since(missingSince) > resultsGoneAfter*f.opts.Poll && !f.complete() {
-				// Finished once, yet a batch is missing now, and stays
-				// so longer than a replica takes to catch up.
-				return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.order.next,
-					f.rec.Batches, f.q.Opts.ResultsStream())
-			}
+		if err := f.keepUp(ctx, r); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// reading is the state of run's loop.
+type reading struct {
+	it                *pump
+	lastRead, lastMsg time.Time // when the record was last read; the last message came
+	idle              int       // reads in a row that brought nothing
+	missing           int       // reads by subject in a row that found no next batch
+	missingSince      time.Time
+	hurry             bool // the last read by subject brought the next batch
+}
+
+// readNext waits for the reader's next message and takes it. taken says
+// the loop may go round at once: a message was taken, or the record read
+// while caught up. Otherwise r.idle counts a wait that brought nothing,
+// or the reader was opened again after it failed.
+func (f *follower) readNext(ctx context.Context, r *reading) (taken bool, err error) {
+	// Every batch published so far passed on: the job ends when its
+	// record says publishing is over, so read it often meanwhile.
+	caughtUp := f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches)
+	wait := f.opts.Poll
+	if caughtUp {
+		wait = min(wait, caughtUpPoll)
+	}
+	if r.hurry {
+		wait = 0 // catching up by subject: the next one at once
+	}
+	r.hurry = false
+	m, err := r.it.next(ctx, wait)
+	timeout := errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+	switch {
+	case err == nil:
+		r.idle, r.lastMsg = 0, time.Now()
+		f.setWaiting("")
+		f.setNoWorkers(false)
+		if err := f.take(ctx, m.Subject(), m.Headers().Get(proof.Header), m.Data()); err != nil {
+			return false, err
+		}
+		if f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches) {
+			r.lastRead = time.Now()
+			return true, f.readRecord(ctx)
+		}
+		return true, nil
+	case caughtUp && timeout:
+		r.lastRead = time.Now()
+		return true, f.readRecord(ctx)
+	case timeout:
+		r.idle++
+		if !f.q.JS.Conn().IsConnected() {
+			f.unreachable(ctx, nats.ErrDisconnected)
+		}
+		f.askWorkers(ctx)
+		return false, nil
+	}
+	// The reader failed (its consumer lost for good, the connection
+	// closed): open another.
+	r.idle++
+	f.unreachable(ctx, err)
+	r.it.Stop()
+	if r.it, err = f.reopen(ctx); err != nil {
+		return false, fmt.Errorf("job %s: the results reader stopped: %w", f.id, err)
+	}
+	r.lastMsg = time.Now()
+	return false, nil
+}
+
+// fetchNext reads the next batch by its subject: one the reader's window
+// left out, or, while nothing comes, one the consumer may have lost (a
+// cluster that lost its stream leader can leave an ordered consumer
+// waiting for ever).
+func (f *follower) fetchNext(ctx context.Context, r *reading) error {
+	next := f.order.next
+	if next >= uint64(f.rec.Batches) || (!f.order.leftOut(next) && r.idle == 0) {
+		return nil
+	}
+	found, err := f.fetch(ctx, next)
+	if err != nil {
+		return err
+	}
+	// While the consumer brings nothing, go on by subject as long as
+	// that brings batches: a reader whose consumer is being recreated (a
+	// cluster node lost) catches up meanwhile.
+	r.hurry = r.idle > 0 && f.order.next > next
+	if found {
+		r.missing = 0
+		return nil
+	}
+	if r.missing == 0 {
+		r.missingSince = time.Now()
+	}
+	r.missing++
+	return nil
+}
+
+// keepUp opens the reader again when it has brought nothing for long,
+// and reads the record when nothing came or a while has passed: the job
+// may have moved on (published, failed, removed), or, finished once,
+// lost a batch's results for good.
+func (f *follower) keepUp(ctx context.Context, r *reading) error {
+	if r.idle > 0 && time.Since(r.lastMsg) > 10*f.opts.Poll {
+		r.it.Stop()
+		var err error
+		if r.it, err = f.reopen(ctx); err != nil {
+			return err
+		}
+		r.lastMsg = time.Now()
+	}
+	if r.idle == 0 && time.Since(r.lastRead) <= 5*f.opts.Poll {
+		return nil
+	}
+	r.lastRead = time.Now()
+	if err := f.readRecord(ctx); err != nil {
+		return err
+	}
+	if f.rec.State == job.Finished && r.missing > 2 && time.Since(r.missingSince) > resultsGoneAfter*f.opts.Poll && !f.complete() {
+		// Finished once, yet a batch is missing now, and stays so longer
+		// than a replica takes to catch up.
+		return fmt.Errorf("job %s: %w: batch %d of %d is not in %s", f.id, ErrResultsGone, f.order.next,
+			f.rec.Batches, f.q.Opts.ResultsStream())
+	}
+	return nil
+}
+
+// openReader opens an ordered consumer of the job's results
+// (resultsReader) and its message pump.
+func (f *follower) openReader(ctx context.Context) (*pump, error) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	cfg := resultsReader(f.q, &f.rec)
+	// Left alone, the client recreates a lost consumer for ever inside
+	// Next (a cluster node down that held it: minutes), deaf to
+	// NextMaxWait: after two attempts it returns, and run opens a new one
+	// and reads by subject meanwhile.
+	cfg.MaxResetAttempts = 2
+	// The client does not delete its consumer when it stops (pump.Stop
+	// does); one left by a reader that died goes after a minute, not the
+	// client's default 5: every consumer of the results stream costs the
+	// server something for each results message.
+	cfg.InactiveThreshold = readerInactive
+	c, err := f.q.Results.OrderedConsumer(actx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
+	}
+	// A window of readerWindow messages, asked for at most readerBytes at
+	// a time, so that memory grows with neither the batch size nor the
+	// job: a window in bytes alone (PullMaxBytes) makes the client buffer
+	// a million messages' room, 8 MB for every reader, which the GC scans.
+	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(readerWindow, readerBytes(f.q.JS.Conn())))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: read results: %w", f.id, err)
+	}
+	return newPump(f.q, c, it), nil
+}
+
+// reopen opens the reader (openReader), waiting while JetStream does not
+// answer (a cluster electing a leader, NATS reconnecting).
+func (f *follower) reopen(ctx context.Context) (*pump, error) {
+	for {
+		it, err := f.openReader(ctx)
+		switch {
+		case err == nil:
+			return it, nil
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("waiting for job %s: %w", f.id, ctx.Err())
+		case errors.Is(err, jetstream.ErrStreamNotFound) || f.q.JS.Conn().IsClosed():
+			return nil, err
+		}
+		f.unreachable(ctx, err)
+		select {
+		case <-time.After(f.opts.Poll):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // take handles one results message.

@@ -35,16 +35,12 @@ type Status struct {
 	First       bool         `json:"first,omitempty"`
 	Force       bool         `json:"force,omitempty"`
 	JSONResults bool         `json:"json_results"`
-	// Lines is the number of puzzle lines: the number of results. Of
-	// them, Invalid are not puzzles, Cached were answered from the cache,
-	// Repeated repeat an earlier line, and Queued went to the workers, in
-	// Batches messages (growing while the job is publishing).
-	Lines    int64 `json:"lines"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	Batches  int64 `json:"batches"`
+	// Tally's Lines is the number of puzzle lines: the number of
+	// results. Of them, Invalid are not puzzles, Cached were answered
+	// from the cache, Repeated repeat an earlier line, and Queued went to
+	// the workers, in Batches messages (growing while the job is
+	// publishing).
+	job.Tally
 	// BatchesDone of Batches have their results, holding Done lines.
 	BatchesDone int64 `json:"batches_done"`
 	Done        int64 `json:"done"`
@@ -73,10 +69,6 @@ type Status struct {
 	Results queue.ResultsInfo `json:"results"`
 }
 
-// Live reports whether the job's results are still coming in: it is
-// publishing or published.
-func (s *Status) Live() bool { return s.State == job.Publishing || s.State == job.Published }
-
 // JobStatus returns the status of job id, read from its record alone.
 // Errors: job.ErrNotFound for an unknown job.
 func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
@@ -101,7 +93,7 @@ func StatusOf(o queue.Options, rec job.Record, now time.Time) Status {
 	}
 	s := Status{ID: r.ID, State: r.State, Error: r.Error, Priority: r.Options.Priority.Or(),
 		First: r.Options.FirstSolution, Force: r.Options.Force, JSONResults: r.Options.JSONResults,
-		Lines: r.Lines, Invalid: r.Invalid, Cached: r.Cached, Repeated: r.Repeated, Queued: r.Queued, Batches: r.Batches,
+		Tally:       r.Tally,
 		BatchesDone: r.DoneBatches, Done: r.LinesDone(), Counts: make(job.Counts, len(r.Counts)),
 		Unsolved: r.Unsolved(), Complete: r.Complete(), Created: r.Created,
 		Results: o.ResultsOf(r.ID, form, r.ResultsFrom)}

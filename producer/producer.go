@@ -128,18 +128,14 @@ func (p *Producer) Options() Options { return p.opts }
 // is Lines.
 type Submitted struct {
 	ID string `json:"id"`
-	// Lines is the number of puzzle lines read (JSON: elements), one
-	// result each; Accepted of them are puzzles and Invalid are not. Of
-	// the accepted ones, Cached were answered from the cache, Repeated
-	// repeat an earlier line, and Queued went to the workers in Batches
-	// messages (counting those the producer answered itself).
-	Lines    int64 `json:"lines"`
+	// Tally's Lines is the number of puzzle lines read (JSON:
+	// elements), one result each; Accepted of them are puzzles and
+	// Invalid are not. Of the accepted ones, Cached were answered from
+	// the cache, Repeated repeat an earlier line, and Queued went to the
+	// workers in Batches messages (counting those the producer answered
+	// itself).
+	job.Tally
 	Accepted int64 `json:"accepted"`
-	Invalid  int64 `json:"invalid"`
-	Cached   int64 `json:"cached"`
-	Repeated int64 `json:"repeated"`
-	Queued   int64 `json:"queued"`
-	Batches  int64 `json:"batches"`
 	// InvalidLines are the first (up to 100) invalid lines: number, text
 	// and why.
 	InvalidLines []InvalidLine `json:"invalid_lines"`
@@ -489,8 +485,7 @@ func (s *submission) finishSmall(ctx context.Context) error {
 	}
 	now := time.Now()
 	r := &s.rec
-	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
-	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
+	r.Tally = s.sub.Tally
 	m := job.Manifest{Chunk: 0, Digests: s.digests}
 	r.Manifest = m.Encode()
 	for _, a := range s.answered {
@@ -719,8 +714,7 @@ func (s *submission) update(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &s.rec
-	r.Lines, r.Invalid, r.Cached, r.Repeated = s.sub.Lines, s.sub.Invalid, s.sub.Cached, s.sub.Repeated
-	r.Queued, r.Batches = s.sub.Queued, s.sub.Batches
+	r.Tally = s.sub.Tally
 	return s.updateLocked(ctx)
 }
 
@@ -741,8 +735,7 @@ func (s *submission) updateLocked(ctx context.Context) error {
 		default:
 			return fmt.Errorf("the job is %s: %s", r.State, r.Error)
 		}
-		r.Lines, r.Invalid, r.Cached, r.Repeated = mine.Lines, mine.Invalid, mine.Cached, mine.Repeated
-		r.Queued, r.Batches = mine.Queued, mine.Batches
+		r.Tally = mine.Tally
 		r.Heartbeat = now.UTC()
 		for _, a := range s.answered {
 			r.AddResults(a.index, a.counts, now)
@@ -781,8 +774,7 @@ func (s *submission) fail(cause error) {
 		if !r.Fail(cause.Error(), time.Now()) {
 			return job.ErrUnchanged
 		}
-		r.Lines, r.Invalid, r.Cached, r.Repeated = sub.Lines, sub.Invalid, sub.Cached, sub.Repeated
-		r.Queued, r.Batches = sub.Queued, sub.Batches
+		r.Tally = sub.Tally
 		return nil
 	}, func(r *job.Record) bool { return !r.State.Active() })
 	if err != nil {

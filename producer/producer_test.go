@@ -728,7 +728,7 @@ func TestStaleProducerFailsTheJob(t *testing.T) {
 	ctx := context.Background()
 	store := job.NewStore(e.q.JS, e.q.Jobs)
 	old := time.Now().Add(-job.StaleAfter - time.Second).UTC()
-	rec := job.Record{ID: job.NewID("alice"), State: job.Publishing, Lines: 7, Created: old, Heartbeat: old}
+	rec := job.Record{ID: job.NewID("alice"), State: job.Publishing, Created: old, Heartbeat: old, Tally: job.Tally{Lines: 7}}
 	if _, err := store.Create(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,7 @@ func TestStatusOf(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	created := now.Add(-10 * time.Second)
 	o := queue.Options{Stream: "T"}
-	running := job.Record{ID: "j1", State: job.Published, Created: created, Lines: 300, Queued: 290, Cached: 5,
-		Repeated: 3, Invalid: 2, Batches: 3, ResultsFrom: 42}
+	running := job.Record{ID: "j1", State: job.Published, Created: created, ResultsFrom: 42, Tally: job.Tally{Lines: 300, Queued: 290, Cached: 5, Repeated: 3, Invalid: 2, Batches: 3}}
 	running.AddResults(0, job.Counts{result.StatusUnique: 99, result.StatusInvalid: 1}, now)
 	finished := running
 	finished.Counts = job.Counts{}

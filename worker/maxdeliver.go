@@ -82,7 +82,20 @@ func (w *Worker) maxDelivered(data []byte) bool {
 			"$JS.EVENT.> can forge one)", "stream", adv.Stream, "seq", adv.StreamSeq, "consumer", adv.Consumer, "why", why)
 		return false
 	}
-	raw, err := s.GetMsg(ctx, adv.StreamSeq)
+	cause := fmt.Errorf("delivered %d times without an answer: every worker that held it died or timed out", adv.Deliveries)
+	return w.moveGivenUp(ctx, s, adv.StreamSeq, adv.Deliveries, cause, fail)
+}
+
+// moveGivenUp moves message seq of the work stream s, which the server
+// gave up after deliveries deliveries, to the dead-letter stream (reason
+// "max_deliver", error cause): copy first, then delete, so that a
+// failure leaves it where it was (and says so through fail) rather than
+// nowhere. It reports whether it moved it: not when it is gone already
+// (acked after all), or when another worker's copy was there first (the
+// copy's id is the message's: one dead letter, one log line).
+func (w *Worker) moveGivenUp(ctx context.Context, s jetstream.Stream, seq, deliveries uint64, cause error,
+	fail func(step string, err error)) bool {
+	raw, err := s.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false // acked after all, or moved already
 	}
@@ -90,21 +103,24 @@ func (w *Worker) maxDelivered(data []byte) bool {
 		fail("get", err)
 		return false
 	}
-	cause := fmt.Errorf("delivered %d times without an answer: every worker that held it died or timed out", adv.Deliveries)
-	dl := w.q.Opts.DeadLetterMsg(raw.Subject, raw.Header, raw.Data, queue.ReasonMaxDeliver, cause, adv.Deliveries)
-	// The copy's own id makes a second advisory for the same message (none
-	// is expected) harmless.
-	dl.Header.Set(nats.MsgIdHdr, adv.Stream+"."+strconv.FormatUint(adv.StreamSeq, 10)+".max_deliver")
-	if _, err := w.q.JS.PublishMsg(ctx, dl); err != nil {
+	dl := w.q.Opts.DeadLetterMsg(raw.Subject, raw.Header, raw.Data, queue.ReasonMaxDeliver, cause, deliveries)
+	// The copy's own id makes a second move of the same message (by
+	// another worker's advisory or sweep) harmless.
+	dl.Header.Set(nats.MsgIdHdr, w.q.Opts.Stream+"."+strconv.FormatUint(seq, 10)+".max_deliver")
+	ack, err := w.q.JS.PublishMsg(ctx, dl)
+	if err != nil {
 		fail("dead-letter", err)
 		return false
 	}
-	if err := s.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		fail("delete", err)
 		return false
 	}
+	if ack.Duplicate {
+		return false // copied by another worker first
+	}
 	w.log.Warn("worker: message moved to the dead-letter stream", "reason", queue.ReasonMaxDeliver, "err", cause,
-		"subject", raw.Subject, "deliveries", adv.Deliveries, "dlq", w.q.Opts.DLQStream)
+		"subject", raw.Subject, "deliveries", deliveries, "dlq", w.q.Opts.DLQStream)
 	return true
 }
 

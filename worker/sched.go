@@ -148,13 +148,18 @@ type schedule struct {
 	ready chan struct{} // closed once the first records are read
 	news  chan struct{} // closed and replaced when an active job's record changes
 	once  sync.Once
+	// givenUp dead-letters the work of a job left in its lane past its
+	// last delivery (Worker.sweepGivenUp; nil: not looked for); givingUp
+	// holds the jobs it is looking at.
+	givenUp  func(ctx context.Context, id string, l queue.Lane) int
+	givingUp map[string]bool
 }
 
 func newSchedule(q *queue.Queue, quota job.Quota, log *slog.Logger) *schedule {
 	return &schedule{q: q, quota: quota, log: log, jobs: map[string]*jobTurn{}, owners: map[string]*ownerTurn{},
 		ended: map[string]job.State{}, left: map[string]leftLane{}, cons: map[string]jetstream.Consumer{},
 		wakeAny: make(chan struct{}, 1), wakeFirst: make(chan struct{}, 1), ready: make(chan struct{}),
-		news: make(chan struct{})}
+		news: make(chan struct{}), givingUp: map[string]bool{}}
 }
 
 // maxEnded bounds schedule.ended.
@@ -621,7 +626,7 @@ func (s *schedule) sweep(ctx context.Context) {
 		})
 		s.failStale(actx, store)
 		s.enforceQuota(actx, store)
-		s.recount(actx, store)
+		s.recount(ctx, actx, store)
 		s.dropLeftLanes(actx)
 		for subject := range stray {
 			if id, _, ok := s.q.Opts.WorkJob(subject); ok {
@@ -765,8 +770,12 @@ const (
 // job.Record.Recount). The results stream's headers are tallied and the
 // record rewritten from them, which finishes the job when they are all
 // there. A job whose missing batches are dead letters keeps waiting for
-// them ('sudoku dlq replay'), recounted at most every recountEvery.
-func (s *schedule) recount(ctx context.Context, store *job.Store) {
+// them ('sudoku dlq replay'), recounted at most every recountEvery. One
+// still short of batches with its work left in its lane, none of the
+// lane's pending or in work, has work given up by the server without a
+// word: it is dead-lettered (s.givenUp, in the background until run is
+// done).
+func (s *schedule) recount(run, ctx context.Context, store *job.Store) {
 	type due struct {
 		id   string
 		lane queue.Lane
@@ -786,21 +795,47 @@ func (s *schedule) recount(ctx context.Context, store *job.Store) {
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
-		s.recountJob(ctx, store, j.id, j.lane, j.from)
+		if rec, idle := s.recountJob(ctx, store, j.id, j.lane, j.from); idle && rec.State == job.Published && !rec.Complete() {
+			s.lookForGivenUp(run, j.id, j.lane)
+		}
 	}
 }
 
+// lookForGivenUp starts s.givenUp for job id in lane l, unless it is
+// looking at the job already.
+func (s *schedule) lookForGivenUp(run context.Context, id string, l queue.Lane) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.givenUp == nil || s.givingUp[id] {
+		return
+	}
+	s.givingUp[id] = true
+	go func() {
+		ctx, cancel := context.WithTimeout(run, givenUpTimeout)
+		defer cancel()
+		s.givenUp(ctx, id, l)
+		s.mu.Lock()
+		delete(s.givingUp, id)
+		s.mu.Unlock()
+	}()
+}
+
+// givenUpTimeout bounds one look for a job's work given up, its grace
+// included.
+const givenUpTimeout = 5 * time.Minute
+
 // recountJob recounts job id's results (see recount) if its work in lane
 // l has nothing left to deliver or to ack; from is the record's
-// ResultsFrom.
-func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, l queue.Lane, from uint64) {
+// ResultsFrom. It returns the record as recounted, and whether it was
+// (the work idle, the recount done).
+func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, l queue.Lane, from uint64) (job.Record, bool) {
 	if idle, err := s.q.JobIdle(ctx, id, l); err != nil || !idle {
-		return // work is left: its batches are counted as they are done
+		return job.Record{}, false // work is left: its batches are counted as they are done
 	}
 	done := map[uint64]job.Counts{}
 	if err := s.q.TallyResults(ctx, id, from, func(index uint64, c job.Counts) { done[index] = c }); err != nil {
 		s.log.Debug("worker: cannot recount a job's results", "job", id, "err", err)
-		return
+		return job.Record{}, false
 	}
 	var was int64
 	rec, err := store.ApplyConfirmed(ctx, id, func(r *job.Record) error {
@@ -812,7 +847,7 @@ func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, 
 	}, func(r *job.Record) bool { return r.DoneBatches >= int64(len(done)) })
 	if err != nil {
 		s.log.Debug("worker: cannot recount a job's results", "job", id, "err", err)
-		return
+		return job.Record{}, false
 	}
 	if rec.DoneBatches > was {
 		s.log.Info("worker: a job's record counted fewer batches than its results: recounted",
@@ -830,4 +865,5 @@ func (s *schedule) recountJob(ctx context.Context, store *job.Store, id string, 
 		j.recounted, j.recountedAt = time.Now(), rec.DoneBatches
 	}
 	s.mu.Unlock()
+	return rec, true
 }

@@ -369,3 +369,134 @@ func TestCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestPrioritiesWithinAnOwner checks that an owner's high-priority job
+// gets its turns before the owner's low-priority job submitted earlier,
+// while another owner has work too: over the first 30 batches alice, her
+// weight that of her highest priority with work (4), has 20 and bob
+// (normal, 2) 10; within alice's, her high job has 4 turns for each of
+// her low job's (16 and 4); and her high job is done while her low job
+// still has most of its batches.
+func TestPrioritiesWithinAnOwner(t *testing.T) {
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+	low := e.submitAs("alice", puzzles[:100], 2, job.PriorityLow) // 50 batches each
+	high := e.submitAs("alice", puzzles[100:200], 2, job.PriorityHigh)
+	bob := e.submitAs("bob", puzzles[200:300], 2, job.PriorityNormal)
+	name := map[string]string{low: "alice's low job", high: "alice's high job", bob: "bob's job"}
+	var o order
+	e.run(e.worker(Options{Concurrency: 1, Observer: &o, NoService: true}))
+	const n = 30
+	got := o.wait(t, n, 30*time.Second)[:n]
+	share := map[string]int{}
+	for _, h := range got {
+		share[name[h.job]]++
+	}
+	for who, want := range map[string]int{"alice's high job": 16, "alice's low job": 4, "bob's job": 10} {
+		if d := share[who] - want; d < -3 || d > 3 {
+			t.Errorf("%s got %d of the first %d batches, want %d±3 (shares %v)", who, share[who], n, want, share)
+		}
+	}
+	_, rec := e.follow(high, 60*time.Second)
+	if rec.State != job.Finished {
+		t.Fatalf("alice's high job: %+v", rec)
+	}
+	all := o.get()
+	lowDone := 0
+	for _, h := range all[:slices.IndexFunc(all, func(h handled) bool { return h.job == high && h.batch == 49 })+1] {
+		if h.job == low {
+			lowDone++
+		}
+	}
+	// At 4:1, 50 batches of the high job go with about 12 of the low one.
+	if lowDone > 25 {
+		t.Errorf("alice's low job had %d of its 50 batches taken by the time her high job's last was: want it behind", lowDone)
+	}
+	e.follow(low, 60*time.Second)
+	e.follow(bob, 60*time.Second)
+}
+
+// TestManyTinyJobsFewConsumers checks that consumers on the work stream
+// go by lane, not by job: 2,000 jobs of one to three puzzles, of two
+// owners at two priorities each (four lanes: each job fits in a batch),
+// submitted while a worker runs, all finish, and the work stream never
+// has more than a handful of consumers (at most 8), during the run or
+// once every job has ended.
+func TestManyTinyJobsFewConsumers(t *testing.T) {
+	const jobs, maxConsumers = 2000, 8
+	e := newEnv(t, "embedded")
+	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 300)
+	e.run(e.worker(Options{Concurrency: 2, NoService: true}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	work, err := e.q.JS.Stream(ctx, e.q.Opts.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	consumers := func() int {
+		info, err := work.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, info.State.Consumers)
+		return info.State.Consumers
+	}
+
+	// Four submitters, an owner and a priority each; every puzzle goes
+	// to the workers (Force), cached or not.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for k, sub := range []struct {
+		owner string
+		p     job.Priority
+	}{{"alice", job.PriorityNormal}, {"alice", job.PriorityHigh}, {"bob", job.PriorityNormal}, {"bob", job.PriorityLow}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr := producer.New(e.q.Queue, e.cache, producer.Options{BatchSize: 4, Priority: sub.p, Owner: sub.owner,
+				Force: true, Logger: quiet})
+			for i := k; i < jobs; i += 4 {
+				first := (i * 7) % 297
+				in := strings.Join(puzzles[first:first+1+i%3], "\n")
+				if _, err := pr.Submit(ctx, input.NewReader(strings.NewReader(in))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	submitted := make(chan struct{})
+	go func() { wg.Wait(); close(submitted) }()
+	store := job.NewStore(e.q.JS, e.q.Jobs)
+	var byState map[job.State]int
+	for done := false; !done; {
+		select {
+		case err := <-errs:
+			t.Fatalf("submit: %v", err)
+		case <-submitted:
+			recs, err := store.List(ctx, "", 2*jobs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byState = map[job.State]int{}
+			for _, r := range recs {
+				byState[r.State]++
+			}
+			done = byState[job.Finished] == jobs
+		case <-time.After(50 * time.Millisecond):
+		}
+		consumers()
+		if ctx.Err() != nil {
+			t.Fatalf("the jobs not all finished after 5 minutes: %v", byState)
+		}
+		if !done {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if n := consumers(); n > maxConsumers || most > maxConsumers {
+		t.Errorf("%d jobs ended leave %d consumers on the work stream, %d at most along the way; want at most %d",
+			jobs, n, most, maxConsumers)
+	}
+	t.Logf("%d jobs finished; at most %d consumers on the work stream", jobs, most)
+}

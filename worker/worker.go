@@ -175,10 +175,12 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 	if c == nil {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
-	return &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
+	w := &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
 		sched: newSchedule(q, opts.Quota, opts.Logger),
 		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
 		help: make(chan *share), solves: make(chan *solveRequest, 64), ready: make(chan struct{})}
+	w.sched.givenUp = w.sweepGivenUp
+	return w
 }
 
 // Ready is closed once Run has registered the micro service and started
@@ -482,7 +484,7 @@ func (t *task) tail(rec *job.Record) {
 		time.Sleep(100 * time.Millisecond) // the other workers' last acks
 		ctx, cancel := context.WithTimeout(context.Background(), 3*apiTimeout)
 		defer cancel()
-		w.sched.recountJob(ctx, w.jobs, id, lane, from)
+		_, _ = w.sched.recountJob(ctx, w.jobs, id, lane, from)
 	}()
 }
 

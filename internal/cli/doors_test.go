@@ -22,7 +22,7 @@ import (
 // how to start one; without a terminal, that is logged once when it
 // starts and once when a worker comes.
 func TestWaitDisplayNoWorkers(t *testing.T) {
-	published := job.Record{State: job.Published, Lines: 100}
+	published := job.Record{State: job.Published, Tally: job.Tally{Lines: 100}}
 	steps := []producer.Progress{
 		{Record: published, Lines: 0},
 		{Record: published, Lines: 0, NoWorkers: true},
@@ -209,9 +209,9 @@ func TestSubmittedPlurals(t *testing.T) {
 		sub  producer.Submitted
 		want string
 	}{
-		{producer.Submitted{ID: "j", Lines: 1, Queued: 1, Batches: 1}, "job j: 1 line: 1 queued in 1 batch, 0 cached"},
-		{producer.Submitted{ID: "j", Lines: 2, Queued: 2, Batches: 2}, "job j: 2 lines: 2 queued in 2 batches, 0 cached"},
-		{producer.Submitted{ID: "j", Lines: 0, Cached: 0}, "job j: 0 lines: 0 queued in 0 batches"},
+		{producer.Submitted{ID: "j", Tally: job.Tally{Lines: 1, Queued: 1, Batches: 1}}, "job j: 1 line: 1 queued in 1 batch, 0 cached"},
+		{producer.Submitted{ID: "j", Tally: job.Tally{Lines: 2, Queued: 2, Batches: 2}}, "job j: 2 lines: 2 queued in 2 batches, 0 cached"},
+		{producer.Submitted{ID: "j", Tally: job.Tally{Lines: 0, Cached: 0}}, "job j: 0 lines: 0 queued in 0 batches"},
 	} {
 		var stderr bytes.Buffer
 		cmd := newSubmitCmd()

@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
-	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/producer"
 )
 
@@ -34,15 +34,12 @@ them; these commands need NATS only.`,
 		Short: "Print a job's progress and counts by status",
 		Args:  cobra.MatchAll(cobra.ExactArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			c, err := openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			if err := producer.MayTouch(cfg.Owner(), args[0], false); err != nil {
-				return err
-			}
-			s, err := producer.JobStatus(cmd.Context(), conn.Queue, args[0])
+			defer c.Close()
+			s, err := c.Status(cmd.Context(), args[0])
 			if err != nil {
 				return jobError(args[0], err)
 			}
@@ -90,19 +87,12 @@ it; admins, readers and gateways, and every process without roles, list
 every owner's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			c, err := openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			// A producer's own jobs: the servers let it read no other's.
-			// Every owner's for a role that reads them all, and without
-			// roles.
-			owner := ""
-			if r, ok := roles.Of(cfg.NATS.User); ok && !r.ActsForOthers() && !all {
-				owner = cfg.Owner()
-			}
-			sts, err := producer.Jobs(cmd.Context(), conn.Queue, owner, limit, log)
+			defer c.Close()
+			sts, err := c.List(cmd.Context(), client.ListOptions{All: all, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -127,18 +117,14 @@ leave the queue at once, and the batches workers hold are finished or
 dropped. The results stored before stay readable with 'sudoku job wait',
 which then exits with status 3. A job that has ended is left as it is.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			c, err := openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer c.Close()
 			var errs []error
 			for _, id := range args {
-				if err := producer.MayTouch(cfg.Owner(), id, true); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				st, err := producer.Cancel(cmd.Context(), conn.Queue, id)
+				st, err := c.Cancel(cmd.Context(), id)
 				if err != nil {
 					errs = append(errs, jobError(id, err))
 					continue
@@ -163,27 +149,18 @@ nothing names any more, leave the results stream when job.result_ttl
 passes.`,
 		Args: cobra.MatchAll(cobra.MinimumNArgs(1), jobIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, conn, err := openConn(cmd, app.OpenOptions{NoCache: true, NoConsumer: true})
+			c, err := openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			caller := cfg.Owner()
-			admin := false
-			if r, ok := roles.Of(caller); ok && r == roles.Admin {
-				admin = true
+			defer c.Close()
+			how := "removed"
+			if !c.PurgesResults() {
+				how = "removed (its results expire with job.result_ttl)"
 			}
 			var errs []error
 			for _, id := range args {
-				if err := producer.MayTouch(caller, id, true); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				remove, how := producer.Remove, "removed"
-				if !admin && cfg.NATS.User != "" {
-					remove, how = producer.RemoveOwn, "removed (its results expire with job.result_ttl)"
-				}
-				if err := remove(cmd.Context(), conn.Queue, id); err != nil {
+				if err := c.Remove(cmd.Context(), id); err != nil {
 					errs = append(errs, jobError(id, err))
 					continue
 				}
@@ -230,7 +207,7 @@ func printJob(w io.Writer, s *producer.Status) {
 	}
 	fmt.Fprintf(w, "done      %d of %d lines (%.1f%%), %d of %s batches\n", s.Done, s.Lines, 100*s.Progress, s.BatchesDone, total)
 	// A rate only while results are coming.
-	if s.Live() && s.Done > 0 && s.Done < s.Lines && s.Rate > 0 {
+	if s.State.Active() && s.Done > 0 && s.Done < s.Lines && s.Rate > 0 {
 		fmt.Fprintf(w, "rate      %.0f lines/s since created\n", s.Rate)
 	}
 	var parts []string

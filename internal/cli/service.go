@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
@@ -78,6 +79,21 @@ func openConn(cmd *cobra.Command, oo app.OpenOptions) (*config.Config, *slog.Log
 		return nil, nil, nil, err
 	}
 	return cfg, log, conn, nil
+}
+
+// openClient loads the configuration for cmd and dials a client with it,
+// without the cache: for the commands that look at jobs. A refusal of
+// NATS stops a one-shot command at once (stopOnRefusal).
+func openClient(cmd *cobra.Command) (*client.Client, error) {
+	_, log, err := loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	opts := client.Options{Flags: cmd.Flags(), Logger: log, NoCache: true}
+	if stop, ok := cmd.Context().Value(refusalKey{}).(context.CancelCauseFunc); ok {
+		opts.OnRefusal = stop
+	}
+	return client.Dial(cmd.Context(), opts)
 }
 
 // refusalKey keys the context's context.CancelCauseFunc that a refusal

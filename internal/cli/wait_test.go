@@ -224,7 +224,7 @@ func TestSummary(t *testing.T) {
 	for range 3 {
 		sum.Add(result.Result{Status: result.StatusInvalid})
 	}
-	mixed := job.Record{Lines: 46, Queued: 30, Cached: 10, Repeated: 3, Invalid: 3, Created: created, Finished: created.Add(2 * time.Second)}
+	mixed := job.Record{Created: created, Finished: created.Add(2 * time.Second), Tally: job.Tally{Lines: 46, Queued: 30, Cached: 10, Repeated: 3, Invalid: 3}}
 	// The workers found 4 more in the cache: results marked cached.
 	var hits result.Summary
 	for i := range 43 {
@@ -233,7 +233,7 @@ func TestSummary(t *testing.T) {
 	for range 3 {
 		hits.Add(result.Result{Status: result.StatusInvalid})
 	}
-	workers := job.Record{Lines: 46, Queued: 43, Invalid: 3, Created: created}
+	workers := job.Record{Created: created, Tally: job.Tally{Lines: 46, Queued: 43, Invalid: 3}}
 	tests := []struct {
 		name  string
 		rec   job.Record
@@ -259,7 +259,7 @@ func TestSummary(t *testing.T) {
 // when the outage starts, whatever its cause is called meanwhile, and
 // one when it ends.
 func TestWaitDisplay(t *testing.T) {
-	published := job.Record{State: job.Published, Lines: 100}
+	published := job.Record{State: job.Published, Tally: job.Tally{Lines: 100}}
 	steps := []producer.Progress{
 		{Record: published, Lines: 10},
 		{Record: published, Lines: 10, Waiting: "NATS unreachable since 12:03:04"},

@@ -192,8 +192,8 @@ func stepDown(t testing.TB, nc *nats.Conn, stream, consumer string) {
 	}
 }
 
-// leaders says which server leads each stream of q and a job's consumer
-// ("" for one that does not answer now).
+// leaders says which server leads each stream of q and the consumer of a
+// job's lane ("" for one that does not answer now).
 type leaders struct {
 	work, results, jobs, dlq, consumer string
 }
@@ -224,10 +224,31 @@ func leadersOf(t testing.TB, q *queue.Queue, id string) leaders {
 	if id == "" {
 		return l
 	}
-	if c, err := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id)); err == nil && c.CachedInfo().Cluster != nil {
+	name, err := q.JobConsumer(ctx, id)
+	if err != nil {
+		return l
+	}
+	if c, err := q.JS.Consumer(ctx, q.Opts.Stream, name); err == nil && c.CachedInfo().Cluster != nil {
 		l.consumer = c.CachedInfo().Cluster.Leader
 	}
 	return l
+}
+
+// laneConsumer creates the consumer of job id's lane, as the first worker
+// to take one of its batches would, and returns its name: the consumer is
+// shared by the lane's jobs, and no worker runs yet to create it.
+func laneConsumer(t testing.TB, q *queue.Queue, id string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := q.JobLane(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.LaneWork(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	return q.Opts.LaneConsumer(l)
 }
 
 // TestClusterLosesAServerMidJob runs a job on a three-server JetStream
@@ -238,8 +259,9 @@ func leadersOf(t testing.TB, q *queue.Queue, id string) leaders {
 //   - results_stream_leader: the server leading the results stream, where
 //     the workers publish every batch's results (and not the job's
 //     consumer, whose leader is moved off it first);
-//   - consumer_leader: the server leading the job's consumer, which
-//     holds the workers' pull requests and takes their acks (and not the
+//   - consumer_leader: the server leading the consumer of the job's lane
+//     (shared by the owner's jobs of its priority and slot), which holds
+//     the workers' pull requests and takes their acks (and not the
 //     results stream, whose leader is moved off it first);
 //   - jobs_bucket_leader: the server leading the jobs bucket, which holds
 //     the job's record and manifests (and neither of the others): the
@@ -294,11 +316,12 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 		return err == nil
 	})
 	// The victim's role on a server of its own (the results stream and
-	// the job's consumer apart; the jobs bucket apart from both), so that
-	// each case loses that role only: the streams before the job is
-	// submitted, its consumer (which the submission creates) after.
+	// the job's lane's consumer apart; the jobs bucket apart from both),
+	// so that each case loses that role only: the streams before the job
+	// is submitted, its lane's consumer (created here, before any worker
+	// runs) after.
 	var l leaders
-	var id string
+	var id, consumer string
 	alone := func(l leaders) bool {
 		if l.results == "" || l.jobs == "" || (id != "" && l.consumer == "") {
 			return false
@@ -320,7 +343,7 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 			case id == "" || victimRole == "consumer_leader":
 				stepDown(t, nc, q.Opts.ResultsStream(), "")
 			default:
-				stepDown(t, nc, q.Opts.Stream, q.Opts.JobConsumer(id))
+				stepDown(t, nc, q.Opts.Stream, consumer)
 			}
 			time.Sleep(time.Second)
 			return false
@@ -339,6 +362,7 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 		t.Fatalf("submit: exit %d: %s", code, stderr)
 	}
 	id = strings.TrimSpace(out)
+	consumer = laneConsumer(t, q, id)
 	align()
 	// The waiter starts with the cluster whole, and must ride the
 	// failover out. (One started while a server is down may exit 1 with
@@ -401,9 +425,9 @@ func clusterLosesAServer(t *testing.T, victimRole string) {
 	consumerState := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := q.JS.Consumer(ctx, q.Opts.Stream, q.Opts.JobConsumer(id))
+		c, err := q.JS.Consumer(ctx, q.Opts.Stream, consumer)
 		if err != nil {
-			return "consumer info: " + err.Error()
+			return "consumer " + consumer + " info: " + err.Error()
 		}
 		ci := c.CachedInfo()
 		return fmt.Sprintf("consumer leader %s: %d pending, %d ack pending, %d redelivered, %d pull requests waiting",

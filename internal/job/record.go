@@ -60,14 +60,10 @@ type Options struct {
 	Priority Priority `json:"priority,omitempty"`
 }
 
-// Record is a job's record, kept in the jobs bucket under the job's id as
-// JSON.
-type Record struct {
-	// V is the record's format version.
-	V       int     `json:"v"`
-	ID      string  `json:"id"`
-	State   State   `json:"state"`
-	Options Options `json:"options"`
+// Tally counts a job's lines by what became of them. Record, and the
+// producer's Status and Submitted, embed it: one set of fields, and of
+// JSON names, for the three.
+type Tally struct {
 	// Lines is the number of items: puzzle lines of the input, one
 	// result each.
 	Lines int64 `json:"lines"`
@@ -80,8 +76,21 @@ type Record struct {
 	Cached   int64 `json:"cached"`
 	Repeated int64 `json:"repeated"`
 	Queued   int64 `json:"queued"`
-	// Batches is the number of batches published (final once Published).
+	// Batches is the number of batches published.
 	Batches int64 `json:"batches"`
+}
+
+// Record is a job's record, kept in the jobs bucket under the job's id as
+// JSON.
+type Record struct {
+	// V is the record's format version.
+	V       int     `json:"v"`
+	ID      string  `json:"id"`
+	State   State   `json:"state"`
+	Options Options `json:"options"`
+	// Tally counts the job's lines by what became of them, and its
+	// batches (final once Published).
+	Tally
 	// Counts are the results stored so far by status, one per line:
 	// each batch's results are added once, by whoever stores them (a
 	// worker, or the producer for a batch the cache answered whole).

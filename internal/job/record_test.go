@@ -70,9 +70,8 @@ func TestNewIDSortsByTime(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{ID: NewID("alice"), State: Finished, Options: Options{FirstSolution: true, BatchSize: 256},
-		Lines: 10, Invalid: 1, Cached: 2, Repeated: 3, Queued: 4, Batches: 1,
 		Counts:  map[result.Status]int64{result.StatusUnique: 8, result.StatusInvalid: 1, result.StatusGaveUp: 1},
-		Created: time.Now().UTC().Truncate(time.Millisecond), Finished: time.Now().UTC(), ResultsFrom: 1207}
+		Created: time.Now().UTC().Truncate(time.Millisecond), Finished: time.Now().UTC(), ResultsFrom: 1207, Tally: Tally{Lines: 10, Invalid: 1, Cached: 2, Repeated: 3, Queued: 4, Batches: 1}}
 	got, err := DecodeRecord(r.Encode())
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func TestOneServerNeedsNoConfirmation(t *testing.T) {
 			if s.Replicated(ctx) {
 				t.Fatal("a bucket on one server taken for a replicated one")
 			}
-			rec := job.Record{V: 1, ID: job.NewID("alice"), State: job.Publishing, Created: time.Now().UTC(), Batches: 1}
+			rec := job.Record{V: 1, ID: job.NewID("alice"), State: job.Publishing, Created: time.Now().UTC(), Tally: job.Tally{Batches: 1}}
 			if _, err := s.Create(ctx, &rec); err != nil {
 				t.Fatal(err)
 			}

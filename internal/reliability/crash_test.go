@@ -159,9 +159,9 @@ func TestProducerSIGKILL(t *testing.T) {
 	t.Logf("second job %s: %d lines, %d cached (solved for the killed job), %d queued", second, n, solved, n-solved)
 }
 
-// jobs returns the records of the test's jobs, newest first.
+// jobs returns the records of the test's jobs, every owner's, newest first.
 func (s *sys) jobs(ctx context.Context) ([]job.Record, error) {
-	return job.NewStore(s.q.JS, s.q.Jobs).List(ctx, 100, nil)
+	return job.NewStore(s.q.JS, s.q.Jobs).List(ctx, "", 100, nil)
 }
 
 // cached returns the number of results in the test's part of Redis, or

@@ -17,7 +17,7 @@ import (
 )
 
 // TestForgedBatches publishes batches carrying a victim job's id straight
-// to the work subject (q.Opts.WorkMsg of a job.Batch), as anyone allowed
+// to its work subject in its lane (q.Opts.WorkMsg of a job.Batch), as anyone allowed
 // to publish there could: batches whose indexes the job does not have,
 // and batches at indexes it has but with other puzzles, other lines or
 // items moved. The victim's output is the same as `solve --local`'s and
@@ -40,6 +40,7 @@ func TestForgedBatches(t *testing.T) {
 	_, local, _ := s.run(time.Minute, "", "solve", "--local", file)
 	victim := s.submit(file) // no worker yet: every batch waits in the stream
 	batches := uint64(n / s.batchSize)
+	lane := s.lane(victim) // the forgeries go to the victim's lane, as its batches do
 
 	grid := func(p string) solver.Grid {
 		g, err := solver.Parse(p)
@@ -100,7 +101,7 @@ func TestForgedBatches(t *testing.T) {
 		}()},
 	}
 	for i, f := range forgeries {
-		m := s.q.Opts.WorkMsg(f.b)
+		m := s.q.Opts.WorkMsg(f.b, lane)
 		if f.b.Index < batches {
 			// With its batch's own message id, the stream drops it as a
 			// duplicate of the real batch.
@@ -140,7 +141,7 @@ func TestForgedBatches(t *testing.T) {
 			t.Errorf("forgery %q is not in the dead-letter stream", f.name)
 			continue
 		case dl.Reason != f.reason || dl.Job != victim || dl.Batch == nil || *dl.Batch != f.b.Index ||
-			dl.Puzzles != len(f.b.Items) || dl.Deliveries != 1 || dl.Subject != s.q.Opts.WorkSubject(victim):
+			dl.Puzzles != len(f.b.Items) || dl.Deliveries != 1 || dl.Subject != s.q.Opts.WorkSubject(victim, lane):
 			t.Errorf("forgery %q: dead letter %+v; want reason %s, batch %d", f.name, dl, f.reason, f.b.Index)
 		}
 		wantErr := map[string]string{queue.ReasonOutOfRange: "its producer published none",

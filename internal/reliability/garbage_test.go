@@ -32,11 +32,13 @@ type garbage struct {
 }
 
 // garbageBodies returns bodies of every kind of wrongness for the work
-// subjects of q, random ones from seed. None names a job that exists:
-// those that do not decode are dead-lettered as undecodable, those that
-// do (full of nonsense puzzles) as unknown_job on their job's own subject
-// and as mismatch on another job's.
-func garbageBodies(t *testing.T, o queue.Options, seed uint64) []garbage {
+// subjects of q, random ones from seed, on the subjects of jobs of owner
+// in each of its priorities and slots (lanes that may hold real jobs of
+// owner) and on subjects of the work filter that are no lane's. None
+// names a job that exists: those that do not decode are dead-lettered as
+// undecodable, those that do (full of nonsense puzzles) as unknown_job on
+// their job's own subject and as mismatch on another job's.
+func garbageBodies(t *testing.T, o queue.Options, owner string, seed uint64) []garbage {
 	t.Helper()
 	r := rngFrom(seed)
 	random := func(n int) []byte {
@@ -50,7 +52,17 @@ func garbageBodies(t *testing.T, o queue.Options, seed uint64) []garbage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := job.NewID()
+	var lanes []queue.Lane
+	for _, p := range []job.Priority{job.PriorityNormal, job.PriorityHigh, job.PriorityLow} {
+		for _, slot := range []string{queue.SlotSmall, queue.BigSlot(0), queue.BigSlot(queue.BigSlots - 1)} {
+			lanes = append(lanes, queue.Lane{Owner: owner, Priority: p, Slot: slot})
+		}
+	}
+	// subject returns the work subject of job id in the i-th lane.
+	subject := func(id string, i int) string { return o.WorkSubject(id, lanes[i%len(lanes)]) }
+	// noLane is a subject of the work filter that is no lane's.
+	noLane := strings.TrimSuffix(o.WorkFilter(), ">") + "a.b.c"
+	id := job.NewID(owner)
 	one := job.Batch{Job: id, Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: puzzle}}}
 	enc := one.AppendWork(nil)
 	// header returns a work batch's header for job id with n items.
@@ -90,9 +102,9 @@ func garbageBodies(t *testing.T, o queue.Options, seed uint64) []garbage {
 	var gs []garbage
 	for i, u := range undecodable {
 		g := garbage{name: u[0].(string), body: u[1].([]byte), reason: queue.ReasonUndecodable,
-			subject: o.WorkSubject(job.NewID())}
+			subject: subject(job.NewID(owner), i)}
 		if i%3 == 2 {
-			g.subject = o.WorkSubject("a.b.c") // any subject of the work filter
+			g.subject = noLane // any subject of the work filter
 		}
 		if _, err := job.DecodeWork(g.body); err == nil {
 			t.Fatalf("garbage %q decodes", g.name)
@@ -124,11 +136,11 @@ func garbageBodies(t *testing.T, o queue.Options, seed uint64) []garbage {
 		decodes[4].items[i] = job.Item{Line: i + 1, Kind: job.Solve, Grid: nonsense(10)}
 	}
 	for i, d := range decodes {
-		b := job.Batch{Job: job.NewID(), Index: uint64(i) << 40, First: 1 << 50, Items: d.items}
-		g := garbage{name: "decodes: " + d.name, subject: o.WorkSubject(b.Job), body: b.AppendWork(nil),
+		b := job.Batch{Job: job.NewID(owner), Index: uint64(i) << 40, First: 1 << 50, Items: d.items}
+		g := garbage{name: "decodes: " + d.name, subject: subject(b.Job, i), body: b.AppendWork(nil),
 			reason: queue.ReasonUnknownJob, job: b.Job}
 		if i%2 == 1 { // on another (unknown) job's subject
-			g.subject, g.reason = o.WorkSubject(job.NewID()), queue.ReasonMismatch
+			g.subject, g.reason = subject(job.NewID(owner), i), queue.ReasonMismatch
 		}
 		if _, err := job.DecodeWork(g.body); err != nil {
 			t.Fatalf("garbage %q does not decode: %v", g.name, err)
@@ -185,7 +197,8 @@ func TestGarbageMessages(t *testing.T) {
 	invalid := len(input) - n
 	id := s.submit(writeLines(t, input))
 
-	gs := garbageBodies(t, s.q.Opts, 11)
+	// The garbage names jobs of the real job's owner, some in its lane.
+	gs := garbageBodies(t, s.q.Opts, job.OwnerOf(id), 11)
 	wantReasons := map[string]int{}
 	for _, g := range gs {
 		if _, err := s.q.JS.Publish(ctx, g.subject, g.body); err != nil {
@@ -194,7 +207,7 @@ func TestGarbageMessages(t *testing.T) {
 		wantReasons[g.reason]++
 	}
 	// Over the server's payload limit (1 MB): refused at the door.
-	_, err := s.q.JS.Publish(ctx, s.q.Opts.WorkSubject(id), make([]byte, 2<<20))
+	_, err := s.q.JS.Publish(ctx, s.q.Opts.WorkSubject(id, s.lane(id)), make([]byte, 2<<20))
 	if !errors.Is(err, nats.ErrMaxPayload) {
 		t.Errorf("publishing 2 MB: %v, want %v", err, nats.ErrMaxPayload)
 	}

@@ -191,8 +191,9 @@ func (c *crew) warnings() []string {
 	return out
 }
 
-// held says how many batches of each of jobs are delivered and not
-// acked: right after a kill, those of the killed workers among them.
+// held says how many batches of the lanes of jobs are delivered and not
+// acked (a lane's consumer counts those of all its jobs): right after a
+// kill, those of the killed workers among them.
 func (s *sys) held(jobs ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -201,8 +202,17 @@ func (s *sys) held(jobs ...string) string {
 		return err.Error()
 	}
 	var parts []string
+	seen := map[string]bool{}
 	for _, id := range jobs {
-		parts = append(parts, fmt.Sprintf("%d of job %s", b.Jobs[id].AckPending, id))
+		name, err := s.q.JobConsumer(ctx, id)
+		if err != nil {
+			parts = append(parts, err.Error())
+			continue
+		}
+		if !seen[name] {
+			seen[name] = true
+			parts = append(parts, fmt.Sprintf("%d in lane %s (job %s)", b.Lanes[name].AckPending, name, id))
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -256,7 +266,9 @@ type seenRecord struct {
 func (s *sys) watchRecords() *recordLog {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := s.q.Jobs.Watch(ctx, "*", jetstream.UpdatesOnly())
+	// Records only: their keys are job ids, "owner.serial" (a
+	// manifest's has four tokens).
+	w, err := s.q.Jobs.Watch(ctx, "*.*", jetstream.UpdatesOnly())
 	if err != nil {
 		cancel()
 		s.t.Fatal(err)
@@ -384,8 +396,15 @@ func TestFairnessSurvivesSIGKILL(t *testing.T) {
 	s.waitFor("the small job's record", time.Minute, func() bool { small = watched.other(big); return small != "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// The small job is larger than a batch: it goes to a big slot of the
+	// owner, the least busy, so not the big job's. Its lane is its own,
+	// and what its consumer holds in work is the small job's.
+	smallLane, bigLane := s.lane(small), s.lane(big)
+	if smallLane == bigLane {
+		t.Fatalf("the small job is in the big job's lane %s: it would wait for it", bigLane)
+	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		cons, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(small))
+		cons, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.LaneConsumer(smallLane))
 		if err == nil && cons.CachedInfo().NumAckPending > 0 || s.batchesDone(small) >= smallN/s.batchSize/2 {
 			break
 		}
@@ -447,7 +466,7 @@ func TestFairnessSurvivesSIGKILL(t *testing.T) {
 }
 
 // cancelledRe is what `sudoku job cancel` says of a job it cancelled.
-var cancelledRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}) cancelled: (\d+) of (\d+) lines done$`)
+var cancelledRe = regexp.MustCompile(`(?m)^job ([A-Za-z0-9_-]+\.[0-9a-v]{26}) cancelled: (\d+) of (\d+) lines done$`)
 
 // TestCancelSurvivesSIGKILL cancels a running job around the SIGKILL of
 // a worker with a batch in hand: killed then cancelled (with `sudoku job
@@ -458,8 +477,9 @@ var cancelledRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}) cancelled: (\d+) o
 // so, its counts sum to its lines done and are exactly the results stored
 // (each batch with results counted once, none counted without them, their
 // Sudoku-Counts headers adding up to the record's counts); the job's work
-// has left the work stream and its consumer is gone; nothing went to the
-// dead letters; and `job wait` writes exactly the lines done, each the
+// has left the work stream (nothing of it left in its lane), and its
+// lane, without an active job, loses its consumer once idle (a worker
+// drops it: queue.Queue.DropIdleLane); nothing went to the dead letters; and `job wait` writes exactly the lines done, each the
 // solution of its puzzle, then exits with status 3 (cli.ExitCancelled).
 func TestCancelSurvivesSIGKILL(t *testing.T) {
 	for _, tc := range []struct {
@@ -477,6 +497,7 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 			r := rng(t)
 			file, puzzles := genFile(t, hardest, n, 31)
 			id := s.submit(file)
+			lane := s.lane(id)
 			c := s.newCrew(r, 2)
 			s.waitFor("the job under way", 2*time.Minute, func() bool { return s.batchesDone(id) >= 10+r.IntN(10) })
 
@@ -498,7 +519,7 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 					t.Fatalf("cancel: %+v, %v", rec, err)
 				}
 				c.kill(victim)
-				left, _ := s.q.WorkLeft(ctx, id)
+				left, _ := s.q.WorkLeft(ctx, id, lane)
 				t.Logf("cancelled with %d lines done, then SIGKILL %s; %d messages of the job left in the work stream",
 					rec.Done, victim.p.name, left)
 			}
@@ -508,7 +529,7 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 			// dropped), and the sweep drops those left in the work
 			// stream: the killed worker's among them.
 			s.waitFor("the job's work gone and the workers idle", time.Minute, func() bool {
-				left, err := s.q.WorkLeft(ctx, id)
+				left, err := s.q.WorkLeft(ctx, id, lane)
 				return err == nil && left == 0 && c.idle()
 			})
 			rec, rev := s.record(id)
@@ -533,9 +554,12 @@ func TestCancelSurvivesSIGKILL(t *testing.T) {
 					"results stream: %d batches, counts %v", rec.DoneBatches, job.Counts(rec.Counts), rec.LinesDone(),
 					st.BatchesDone, st.Done, len(batches), counts)
 			}
-			if _, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(id)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				t.Errorf("the cancelled job's consumer: %v, want it gone", err)
-			}
+			// The lane has no other job: a worker drops its consumer
+			// once it has been without one for a while (30 s).
+			s.waitFor("the cancelled job's lane's consumer dropped", 2*time.Minute, func() bool {
+				_, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.LaneConsumer(lane))
+				return errors.Is(err, jetstream.ErrConsumerNotFound)
+			})
 
 			// job wait writes what was done, then says cancelled.
 			code, out, stderr := s.run(2*time.Minute, "", "job", "wait", "--format", "jsonl", id)
@@ -677,7 +701,7 @@ func TestPrioritySharesSurviveSIGKILL(t *testing.T) {
 		batch uint64
 	}
 	events := make(chan done, 10*per)
-	sub, err := s.nc.Subscribe(s.q.Opts.EventSubject("*"), func(m *nats.Msg) {
+	sub, err := s.nc.Subscribe(s.q.Opts.EventsFilter(), func(m *nats.Msg) {
 		var e queue.Event
 		if json.Unmarshal(m.Data, &e) == nil {
 			select {

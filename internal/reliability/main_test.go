@@ -655,8 +655,8 @@ func (s *sys) checkJob(id string, w want) producer.Status {
 }
 
 // describe says where job id stands, for a test that failed waiting for
-// it: its record, the batches without results (the first ones), the
-// consumer and the work stream.
+// it: its record, the batches without results (the first ones), its
+// lane's consumer and the work stream.
 func (s *sys) describe(id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -672,12 +672,17 @@ func (s *sys) describe(id string) string {
 		}
 	}
 	fmt.Fprintf(&b, "%d batches with results; the first without: %v\n", s.batchesDone(id), missing)
-	if c, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(id)); err == nil {
-		ci := c.CachedInfo()
-		fmt.Fprintf(&b, "job's consumer: %d pending, %d unacknowledged, %d redelivered, %d waiting, ack floor %d, delivered %d\n",
-			ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.AckFloor.Stream, ci.Delivered.Stream)
-	} else {
-		fmt.Fprintf(&b, "consumer: %v\n", err)
+	name, err := s.q.JobConsumer(ctx, id)
+	if err == nil {
+		var c jetstream.Consumer
+		if c, err = s.q.JS.Consumer(ctx, s.q.Opts.Stream, name); err == nil {
+			ci := c.CachedInfo()
+			fmt.Fprintf(&b, "its lane's consumer %s: %d pending, %d unacknowledged, %d redelivered, %d waiting, ack floor %d, delivered %d\n",
+				name, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.AckFloor.Stream, ci.Delivered.Stream)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(&b, "its lane's consumer: %v\n", err)
 	}
 	if str, err := s.q.JS.Stream(ctx, s.q.Opts.Stream); err == nil {
 		st := str.CachedInfo().State
@@ -688,6 +693,18 @@ func (s *sys) describe(id string) string {
 		fmt.Fprintf(&b, "results stream: %d messages, sequences %d-%d, %d consumers\n", st.Msgs, st.FirstSeq, st.LastSeq, st.Consumers)
 	}
 	return b.String()
+}
+
+// lane returns the lane of job id, read from its record.
+func (s *sys) lane(id string) queue.Lane {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := s.q.JobLane(ctx, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return l
 }
 
 // waitJob waits up to d for p, a process waiting for job id, to exit and
@@ -706,10 +723,10 @@ func (s *sys) waitJob(p *proc, id string, d time.Duration) int {
 }
 
 // checkDrained checks that nothing is left to do: no message pending or
-// unacknowledged for the workers' consumer, none dead-lettered, and no
+// unacknowledged on the lanes' consumers, none dead-lettered, and no
 // message in the work stream but orphans of batches whose results are
 // stored. (A nats-server killed with SIGKILL may come back with messages
-// that its consumer had seen acknowledged but that the stream had not
+// that their consumer had seen acknowledged but that the stream had not
 // yet removed: they are never delivered again, and their batches are
 // done, so nothing is lost; they only take room. The test logs how many.)
 func (s *sys) checkDrained() {
@@ -812,7 +829,7 @@ func lines(s string, subs ...string) []string {
 }
 
 // jobIDRe finds the job id in what submit reports on stderr.
-var jobIDRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}): \d+ lines`)
+var jobIDRe = regexp.MustCompile(`(?m)^job ([A-Za-z0-9_-]+\.[0-9a-v]{26}): \d+ lines`)
 
 // waitJobID waits for a submitting process to report its job id.
 func waitJobID(t *testing.T, p *proc) string {
@@ -831,7 +848,7 @@ func waitJobID(t *testing.T, p *proc) string {
 
 // summaryRe finds the summary line of a waiter (submit --wait, job wait):
 // the job, its number of puzzles and its counts by status.
-var summaryRe = regexp.MustCompile(`(?m)^job ([0-9a-v]{26}): (\d+) puzzles?(?: in \S+ \(\d+/s\))?: (.*)$`)
+var summaryRe = regexp.MustCompile(`(?m)^job ([A-Za-z0-9_-]+\.[0-9a-v]{26}): (\d+) puzzles?(?: in \S+ \(\d+/s\))?: (.*)$`)
 
 // checkSummary checks that a waiter's stderr sums its job up with counts
 // (such as "8000 unique", or "100 unique (60 from the workers, 40 from

@@ -95,7 +95,7 @@ func TestPoisonBatch(t *testing.T) {
 
 	dl := s.waitDLQ(1, 30*time.Second)[0]
 	if dl.Reason != queue.ReasonMaxDeliver || dl.Deliveries != 3 || dl.Job != poisonID || dl.Batch == nil || *dl.Batch != 0 ||
-		dl.Puzzles != 15 || dl.Subject != s.q.Opts.WorkSubject(poisonID) || !strings.Contains(dl.Error, "manifest") {
+		dl.Puzzles != 15 || dl.Subject != s.q.Opts.WorkSubject(poisonID, s.lane(poisonID)) || !strings.Contains(dl.Error, "manifest") {
 		t.Fatalf("dead letter %+v", dl)
 	}
 	table, _ := s.mustRun(cli.ExitOK, "dlq", "list")
@@ -111,7 +111,7 @@ func TestPoisonBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _ = s.mustRun(cli.ExitOK, "dlq", "replay", strconv.FormatUint(dl.Seq, 10))
-	if !strings.Contains(out, "replayed to "+s.q.Opts.WorkSubject(poisonID)+" (job "+poisonID+" batch 0, 15 puzzles)") {
+	if !strings.Contains(out, "replayed to "+s.q.Opts.WorkSubject(poisonID, s.lane(poisonID))+" (job "+poisonID+" batch 0, 15 puzzles)") {
 		t.Fatalf("dlq replay: %q", out)
 	}
 	out, stderr := s.mustRun(cli.ExitOK, "job", "wait", poisonID)
@@ -142,10 +142,13 @@ func TestWorkerDiesOnEveryDelivery(t *testing.T) {
 	ctx := context.Background()
 	file, puzzles := genFile(t, hardest, n, 9)
 	id := s.submit(file)
+	// The job is its lane's only one: what its consumer delivered is the
+	// job's batch.
+	lane := s.lane(id)
 	for i := range 2 {
 		w := s.startWorker("victim-" + strconv.Itoa(i))
 		s.waitFor("the batch delivered to "+w.name, time.Minute, func() bool {
-			c, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.JobConsumer(id))
+			c, err := s.q.JS.Consumer(ctx, s.q.Opts.Stream, s.q.Opts.LaneConsumer(lane))
 			return err == nil && c.CachedInfo().Delivered.Consumer > uint64(i)
 		})
 		w.kill()
@@ -157,7 +160,7 @@ func TestWorkerDiesOnEveryDelivery(t *testing.T) {
 	w := s.startWorker("survivor")
 	dl := s.waitDLQ(1, 30*time.Second)[0]
 	if dl.Reason != queue.ReasonMaxDeliver || dl.Deliveries != 2 || dl.Job != id || dl.Puzzles != n ||
-		dl.Subject != s.q.Opts.WorkSubject(id) || !strings.Contains(dl.Error, "delivered 2 times without an answer") {
+		dl.Subject != s.q.Opts.WorkSubject(id, lane) || !strings.Contains(dl.Error, "delivered 2 times without an answer") {
 		t.Fatalf("dead letter %+v", dl)
 	}
 	out, _ := s.mustRun(cli.ExitOK, "dlq", "replay", "--all")
