@@ -62,9 +62,9 @@ type FollowOptions struct {
 	// slog.Default()).
 	Logger *slog.Logger
 	// Trust is the worker keys whose proofs vouch for results (config
-	// proof.trusted). Nil trusts none: unique and gave_up answers are
-	// then confirmed by solving each again; with keys, a batch without a
-	// trusted worker's proof is refused (results_unproven).
+	// proof.trusted): the unique and gave_up answers of a batch with a
+	// proof by one of them are taken at their word; those of any other
+	// (nil trusts none) are confirmed by solving each again.
 	Trust *proof.Trust
 }
 

@@ -62,12 +62,13 @@ func severalSolutions(t *testing.T, n int) []string {
 // solver settles at once (batch 0), and unique (with a right solution)
 // for puzzles that have several solutions (batch 1): issue 28 found both
 // printed. A follower prints none of them, whether it trusts no key
-// (roles off's default: it solves them again; it refuses the unique
-// batch, and prints its own answers for the gave_up, as the reader of an
-// honest gave_up from a worker with a smaller budget would), trusts the
-// workers' key (the forgery carries no proof: both refused), or sees
-// them signed by a key it does not trust (both refused). A worker then
-// answers the batches, and the job ends with the true results.
+// (roles off's default), trusts the workers' key (the forgery carries no
+// proof) or sees them signed by a key it does not trust: with no trusted
+// proof it solves them again, refuses the unique batch
+// (results_unproven), and prints its own answers for the gave_up, as the
+// reader of an honest gave_up from a worker with a smaller budget would.
+// A worker then answers the batches, and the job ends with the true
+// results.
 func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 	workerKey, err := proof.GenerateKey()
 	if err != nil {
@@ -83,11 +84,11 @@ func TestForgedUniqueAndGaveUpAreRefused(t *testing.T) {
 		trust     *proof.Trust
 		forgedBy  *proof.Signer // signs the forged messages; nil: no proof
 		wantCheck string
-		refusals  int // batches refused; the rest (batch 0) solved by the reader
+		refusals  int // batches refused (batch 1); batch 0 solved by the reader
 	}{
 		{"no trusted keys", nil, nil, checkAnswer, 1},
-		{"the workers' key trusted", proof.NewTrust(signer.PublicKey()), nil, checkProof, 2},
-		{"signed by an untrusted key", proof.NewTrust(signer.PublicKey()), forger, checkProof, 2},
+		{"the workers' key trusted", proof.NewTrust(signer.PublicKey()), nil, checkAnswer, 1},
+		{"signed by an untrusted key", proof.NewTrust(signer.PublicKey()), forger, checkAnswer, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachServer(t, func(t *testing.T, e *env) {

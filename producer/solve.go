@@ -33,9 +33,9 @@ type SolveOptions struct {
 	// slog.Default()).
 	Logger *slog.Logger
 	// Trust is the worker keys whose proofs vouch for a reply (config
-	// proof.trusted). Nil trusts none: a unique or gave_up reply is
-	// confirmed by solving; with keys, a reply without a trusted
-	// worker's proof is refused (results_unproven).
+	// proof.trusted): a unique or gave_up reply with a proof by one of
+	// them is taken at its word; any other is confirmed by solving (nil:
+	// every one).
 	Trust *proof.Trust
 }
 
@@ -121,8 +121,8 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 }
 
 // verifyReply checks a solve reply r (decoded from m) for puzzle g in
-// the request's mode: its puzzle is g, its proof (with trusted keys), and
-// its answer Verifies. An unproven gave_up that the reader's own solve
+// the request's mode: its puzzle is g, and its answer Verifies (unique and
+// gave_up taken at their word only with a proof by a key of trust). An unproven gave_up that the reader's own solve
 // settles is replaced in r by that answer.
 func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool, trust *proof.Trust, m *nats.Msg) error {
 	if r.Status == result.StatusInvalid {
@@ -139,10 +139,7 @@ func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bo
 		return fmt.Errorf("a reply says %s, which does not answer the request", r.Status)
 	}
 	prov := job.Unproven
-	if trust.Enabled() {
-		if err := trust.VerifyReply(m.Header.Get(proof.Header), m.Data); err != nil {
-			return fmt.Errorf("a reply is refused: %w", err)
-		}
+	if trust.Enabled() && trust.VerifyReply(m.Header.Get(proof.Header), m.Data) == nil {
 		prov = job.Proven
 	}
 	err = o.Verify(ctx, first, prov)

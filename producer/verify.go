@@ -19,7 +19,6 @@ const (
 	checkManifest = "manifest" // a manifest of the job lists the batch
 	checkDigest   = "digest"   // the body's digest is the manifest's
 	checkItems    = "items"    // the body's items are the batch published (their digest)
-	checkProof    = "proof"    // with trusted keys, a trusted worker signed the body (proof.Header)
 	checkAnswer   = "answer"   // every answer holds against its puzzle
 )
 
@@ -49,10 +48,10 @@ func (r *refusal) Is(target error) bool { return target == errRefused }
 // and its manifests come from the functions it is given. Whoever can
 // publish on the results subjects can forge a batch, so nothing of a
 // batch is taken on trust but what its digest, the solver and a trusted
-// worker's signature vouch for: with trusted keys (trust), a batch must
-// carry a worker's proof (refused otherwise: results_unproven), which
-// vouches for its unique and gave_up answers; with none, those are
-// confirmed by solving too.
+// worker's signature vouch for: a batch with a proof by a key of trust
+// has its unique and gave_up answers taken at their word; any other has
+// them confirmed by solving too (a unique that solving contradicts is
+// refused: results_unproven).
 type verifier struct {
 	// trust is the keys whose proofs vouch for a batch (nil: none).
 	trust *proof.Trust
@@ -74,8 +73,9 @@ type verifier struct {
 // check decodes data, the body of the results message for batch index
 // (its subject's), into spare's memory when it has room, and checks it:
 // its job and index, that the job has such a batch, its digest against
-// the manifest's and its items', its proof (sig, the message's
-// proof.Header) when v trusts keys, and every answer against its puzzle.
+// the manifest's and its items', and every answer against its puzzle,
+// unique and gave_up taken at their word only with a trusted proof (sig,
+// the message's proof.Header).
 // A batch it refuses returns an error matching errRefused (a *refusal);
 // any other error is the digest lookup's.
 func (v *verifier) check(ctx context.Context, index uint64, sig string, data []byte, spare []job.Item) (*job.Batch, error) {
@@ -116,11 +116,12 @@ func (v *verifier) check(ctx context.Context, index uint64, sig string, data []b
 	if got := b.ComputeDigest(); got != want {
 		return refuse(checkItems, 0, "not the batch this job published (its items' digest %s, the manifest's %s)", got, want)
 	}
+	// A trusted worker's proof vouches for its unique and gave_up
+	// answers; without one (none, a wrong one, an untrusted key's, or a
+	// batch the producer answered from the cache itself) they are solved
+	// again like the rest.
 	prov := job.Unproven
-	if v.trust.Enabled() {
-		if err := v.trust.VerifyResults(sig, v.job, index, data); err != nil {
-			return refuse(checkProof, 0, "%v", err)
-		}
+	if v.trust.Enabled() && v.trust.VerifyResults(sig, v.job, index, data) == nil {
 		prov = job.Proven
 	}
 	// Every answer checked, none and multiple confirmed by solving, and

@@ -668,7 +668,16 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	first := b.Flags&job.FlagFirstSolution != 0
 	sc.idx = sc.idx[:0]
 	for i := range b.Items {
-		if b.Items[i].Kind == job.Solve {
+		it := &b.Items[i]
+		if it.Kind == job.Known && it.Outcome.Status != result.StatusInvalid &&
+			it.Outcome.Verify(ctx, first, job.Unproven) != nil {
+			// An answer the producer sent (from the cache) that does not
+			// stand: the worker's proof will cover the batch, so it
+			// answers the puzzle itself (the digest covers the puzzle
+			// only, either way).
+			it.Kind, it.Grid, it.Outcome = job.Solve, it.Outcome.Puzzle, job.Outcome{}
+		}
+		if it.Kind == job.Solve {
 			sc.idx = append(sc.idx, i)
 		}
 	}

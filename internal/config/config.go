@@ -78,9 +78,9 @@ type ProofConfig struct {
 	// (PKCS #8). Empty: the worker signs nothing.
 	Key string `mapstructure:"key"`
 	// Trusted is a PEM file of the workers' public keys ("PUBLIC KEY"
-	// blocks) whose proofs readers accept. Empty: none; readers solve
-	// unique and gave_up answers again, and with keys they refuse an
-	// answer without a trusted proof (results_unproven).
+	// blocks) whose proofs readers accept. An answer without a proof by
+	// one of them (every one, when empty) has its unique or gave_up
+	// confirmed by solving.
 	Trusted string `mapstructure:"trusted"`
 }
 

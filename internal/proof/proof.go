@@ -15,7 +15,9 @@
 //
 // A proof is a key id (the first 8 bytes of the SHA-256 of the public
 // key) and a signature; checking one costs about 50 us, once per message
-// (a results message holds up to 4,096 answers).
+// (a results message holds up to 4,096 answers). A reader takes what a
+// trusted proof covers at its word, and checks anything else by solving
+// (job.Outcome.Verify).
 package proof
 
 import (
@@ -34,12 +36,13 @@ import (
 // Header is the NATS header that carries a message's proof.
 const Header = "Sudoku-Proof"
 
-// Reason is the dead-letter reason and refusal reason of an answer whose
-// proof is missing or wrong where one is needed.
+// Reason is the refusal reason of an answer that no trusted proof
+// vouches for and that the reader's own solve contradicts.
 const Reason = "results_unproven"
 
 // ErrUnproven is matched (errors.Is) by every error that says a proof is
-// missing, from an unknown key or wrong.
+// missing, from an unknown key or wrong, and by job.Outcome.Verify's
+// refusal of an unproven answer.
 var ErrUnproven = errors.New(Reason)
 
 // version is the first byte of every proof's encoding.
