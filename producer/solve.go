@@ -121,9 +121,10 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 }
 
 // verifyReply checks a solve reply r (decoded from m) for puzzle g in
-// the request's mode: its puzzle is g, and its answer Verifies (unique and
-// gave_up taken at their word only with a proof by a key of trust). An unproven gave_up that the reader's own solve
-// settles is replaced in r by that answer.
+// the request's mode: its puzzle is g, and its answer Verifies (unique
+// and gave_up taken at their word only with a proof by a key of trust).
+// An unproven gave_up that the reader's own solve settles is replaced in
+// r by that answer.
 func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool, trust *proof.Trust, m *nats.Msg) error {
 	if r.Status == result.StatusInvalid {
 		return fmt.Errorf("a reply called a valid puzzle invalid: %s", r.Error)
