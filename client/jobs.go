@@ -141,7 +141,7 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(Result) error) (
 	if err := c.mayTouch(id, false); err != nil {
 		return Status{}, err
 	}
-	rec, err := producer.Follow(ctx, c.conn.Queue, id, fn, producer.FollowOptions{Full: true, Logger: c.log})
+	rec, err := producer.Follow(ctx, c.conn.Queue, id, fn, producer.FollowOptions{Full: true, Logger: c.log, Trust: c.conn.Trust})
 	if err != nil {
 		return Status{}, wrap(err)
 	}

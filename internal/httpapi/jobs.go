@@ -460,7 +460,7 @@ func (s *Server) getResults(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return nil
-	}, producer.FollowOptions{Full: format == result.JSONL, Logger: s.log, Progress: func(producer.Progress) {
+	}, producer.FollowOptions{Full: format == result.JSONL, Logger: s.log, Trust: s.opts.Trust, Progress: func(producer.Progress) {
 		if werr == nil {
 			werr = flush()
 		}

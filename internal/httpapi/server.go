@@ -41,6 +41,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -100,6 +101,10 @@ type Options struct {
 	// without a principal of their own submit. Each job's Owner is its
 	// caller.
 	Producer producer.Options
+	// Trust is the worker keys whose proofs vouch for answers (config
+	// proof.trusted; producer.FollowOptions.Trust): nil trusts none, and
+	// unique and gave_up answers are confirmed by solving.
+	Trust *proof.Trust
 	// AllowedOrigins are the origins of other sites whose pages may call
 	// the API from a browser ("*" for any): they get CORS headers, and
 	// their requests that may change something (POST...) are not refused.

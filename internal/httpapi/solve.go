@@ -71,7 +71,7 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 	sctx, cancel := context.WithTimeout(ctx, s.opts.SolveTimeout)
 	defer cancel()
 	// A lookup that answered (a miss) need not be made again by the worker.
-	res, err := producer.Solve(sctx, s.nc, s.q.Opts, g.String(), producer.SolveOptions{NoLookup: lerr == nil})
+	res, err := producer.Solve(sctx, s.nc, s.q.Opts, g.String(), producer.SolveOptions{NoLookup: lerr == nil, Trust: s.opts.Trust})
 	var se *queue.ServiceError
 	switch {
 	case errors.As(err, &se) && se.Code == queue.CodeInvalidPuzzle:
