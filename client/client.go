@@ -34,6 +34,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
@@ -300,7 +301,19 @@ func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
 	cfg := c.cfg
 	var w *worker.Worker
 	c.base.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
+	signer := c.conn.Signer
+	if signer == nil {
+		// The client trusts its own workers: a key of this process's,
+		// so that it takes their answers without solving each again.
+		if k, err := proof.GenerateKey(); err == nil {
+			signer = proof.NewSigner(k)
+		}
+	}
+	if signer != nil {
+		c.conn.Trust = c.conn.Trust.With(signer.PublicKey())
+	}
 	w = worker.New(c.conn.NC, c.conn.Queue, c.conn.Cache, worker.Options{
+		Signer:          signer,
 		Concurrency:     n,
 		MaxNodes:        cfg.Worker.MaxNodes,
 		Heartbeat:       cfg.WorkerHeartbeat(),

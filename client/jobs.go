@@ -171,7 +171,7 @@ func (c *Client) FollowWith(ctx context.Context, id string, fn func(Result) erro
 		return Status{}, err
 	}
 	rec, err := producer.Follow(ctx, c.conn.Queue, id, fn,
-		producer.FollowOptions{Full: !o.Brief, Progress: o.Progress, Logger: c.log})
+		producer.FollowOptions{Full: !o.Brief, Progress: o.Progress, Logger: c.log, Trust: c.conn.Trust})
 	if err != nil {
 		return Status{}, wrap(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -63,6 +64,11 @@ type FollowOptions struct {
 	// Logger receives warnings about results refused (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Trust is the worker keys whose proofs vouch for results (config
+	// proof.trusted): the unique and gave_up answers of a batch with a
+	// proof by one of them are taken at their word; those of any other
+	// (nil trusts none) are confirmed by solving each again.
+	Trust *proof.Trust
 }
 
 // Follow passes every result of job id to out, in input order, as the
@@ -97,7 +103,7 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 		return f.rec, err
 	}
 	f.order = newReorder(uint64(max(8, opts.Window/max(1, f.rec.Options.BatchSize))))
-	f.verify = verifier{job: id, first: f.rec.Options.FirstSolution, digest: f.digest,
+	f.verify = verifier{job: id, trust: opts.Trust, first: f.rec.Options.FirstSolution, digest: f.digest,
 		batches: func() (uint64, bool) { return uint64(f.rec.Batches), f.rec.State != job.Publishing }}
 	if err := f.run(ctx); err != nil {
 		return f.rec, err
@@ -341,7 +347,7 @@ func (f *follower) readNext(ctx context.Context, r *reading) (taken bool, err er
 		r.idle, r.lastMsg = 0, time.Now()
 		f.setWaiting("")
 		f.setNoWorkers(false)
-		if err := f.take(ctx, m.Subject(), m.Data()); err != nil {
+		if err := f.take(ctx, m.Subject(), m.Headers().Get(proof.Header), m.Data()); err != nil {
 			return false, err
 		}
 		if f.rec.State == job.Publishing && f.order.next >= uint64(f.rec.Batches) {
@@ -482,12 +488,12 @@ func (f *follower) reopen(ctx context.Context) (*pump, error) {
 }
 
 // take handles one results message.
-func (f *follower) take(ctx context.Context, subject string, data []byte) error {
+func (f *follower) take(ctx context.Context, subject, sig string, data []byte) error {
 	index, ok := subjectIndex(subject)
 	if !ok || !f.order.wants(index) {
 		return nil // not a batch subject, one passed on or held already, or one beyond the window
 	}
-	b, err := f.check(ctx, index, data)
+	b, err := f.check(ctx, index, sig, data)
 	if err != nil {
 		return err
 	}
@@ -514,7 +520,7 @@ func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err err
 	}
 	f.setWaiting("")
 	f.order.forget(index)
-	b, err := f.check(ctx, index, rm.Data)
+	b, err := f.check(ctx, index, rm.Header.Get(proof.Header), rm.Data)
 	if err != nil || b == nil {
 		return true, err
 	}
@@ -525,8 +531,8 @@ func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err err
 // check decodes a results batch and checks it against the job
 // (verifier.check: its job and index, its digest against the manifest,
 // and every solution). It returns nil for a batch it refuses (logged).
-func (f *follower) check(ctx context.Context, index uint64, data []byte) (*job.Batch, error) {
-	b, err := f.verify.check(ctx, index, data, f.spare())
+func (f *follower) check(ctx context.Context, index uint64, sig string, data []byte) (*job.Batch, error) {
+	b, err := f.verify.check(ctx, index, sig, data, f.spare())
 	var r *refusal
 	if errors.As(err, &r) {
 		f.opts.Logger.Warn("producer: results refused", "job", f.id, "batch", index, "check", r.Check, "why", r.Why)
@@ -664,7 +670,7 @@ func (f *follower) cancelled(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("job %s: read the results of batch %d: %w", f.id, index, err)
 			}
-			b, err := f.check(ctx, index, rm.Data)
+			b, err := f.check(ctx, index, rm.Header.Get(proof.Header), rm.Data)
 			if err != nil {
 				return err
 			}

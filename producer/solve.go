@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -33,6 +34,11 @@ type SolveOptions struct {
 	// Logger receives a warning for each wrong reply (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Trust is the worker keys whose proofs vouch for a reply (config
+	// proof.trusted): a unique or gave_up reply with a proof by one of
+	// them is taken at its word; any other is confirmed by solving (nil:
+	// every one).
+	Trust *proof.Trust
 }
 
 // Solve asks the workers' solve endpoint (the micro service's, on
@@ -113,7 +119,7 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 			continue
 		}
 		if perr == nil {
-			if err := verifyReply(ctx, &g, &r, opts.First); err != nil {
+			if err := verifyReply(ctx, &g, &r, opts.First, opts.Trust, m); err != nil {
 				wrong = err
 				cmp.Or(opts.Logger, slog.Default()).Warn("producer: a solve reply is wrong; waiting for another", "subject", q.SolveSubject(), "err", err)
 				continue
@@ -123,9 +129,12 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 	}
 }
 
-// verifyReply checks a solve reply r for puzzle g in the request's mode:
-// its puzzle is g, and its answer Verifies.
-func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool) error {
+// verifyReply checks a solve reply r (decoded from m) for puzzle g in
+// the request's mode: its puzzle is g, and its answer Verifies (unique
+// and gave_up taken at their word only with a proof by a key of trust).
+// An unproven gave_up that the reader's own solve settles is replaced in
+// r by that answer.
+func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bool, trust *proof.Trust, m *nats.Msg) error {
 	if r.Status == result.StatusInvalid {
 		return fmt.Errorf("a reply called a valid puzzle invalid: %s", r.Error)
 	}
@@ -139,7 +148,17 @@ func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bo
 	if r.Status != result.StatusGaveUp && !o.Answers(first) {
 		return fmt.Errorf("a reply says %s, which does not answer the request", r.Status)
 	}
-	if err := o.Verify(ctx, first); err != nil {
+	prov := job.Unproven
+	if trust.Enabled() && trust.VerifyReply(m.Header.Get(proof.Header), m.Data) == nil {
+		prov = job.Proven
+	}
+	err = o.Verify(ctx, first, prov)
+	if se, ok := errors.AsType[*job.SettledError](err); ok {
+		// An unproven gave_up this reader solved: its own answer.
+		*r = se.Outcome.Result(0, g.Key())
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("a reply is wrong: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 )
 
 // The checks a verifier makes of a results batch, in the order it makes
@@ -46,10 +47,14 @@ func (r *refusal) Is(target error) bool { return target == errRefused }
 // producer published, with no server of its own: the job's batch count
 // and its manifests come from the functions it is given. Whoever can
 // publish on the results subjects can forge a batch, so nothing of a
-// batch is taken on trust but what its digest and the solver vouch for
-// (a unique answer's uniqueness: proving it would mean solving every
-// puzzle again).
+// batch is taken on trust but what its digest, the solver and a trusted
+// worker's signature vouch for: a batch with a proof by a key of trust
+// has its unique and gave_up answers taken at their word; any other has
+// them confirmed by solving too (a unique that solving contradicts is
+// refused: results_unproven).
 type verifier struct {
+	// trust is the keys whose proofs vouch for a batch (nil: none).
+	trust *proof.Trust
 	// job is the job's id.
 	job string
 	// first is the job's mode: first solution only (the digest covers
@@ -68,10 +73,12 @@ type verifier struct {
 // check decodes data, the body of the results message for batch index
 // (its subject's), into spare's memory when it has room, and checks it:
 // its job and index, that the job has such a batch, its digest against
-// the manifest's and its items', and every answer against its puzzle.
+// the manifest's and its items', and every answer against its puzzle,
+// unique and gave_up taken at their word only with a trusted proof (sig,
+// the message's proof.Header).
 // A batch it refuses returns an error matching errRefused (a *refusal);
 // any other error is the digest lookup's.
-func (v *verifier) check(ctx context.Context, index uint64, data []byte, spare []job.Item) (*job.Batch, error) {
+func (v *verifier) check(ctx context.Context, index uint64, sig string, data []byte, spare []job.Item) (*job.Batch, error) {
 	refuse := func(check string, line int, format string, args ...any) (*job.Batch, error) {
 		return nil, &refusal{Job: v.job, Batch: index, Check: check, Line: line, Why: fmt.Sprintf(format, args...)}
 	}
@@ -109,10 +116,27 @@ func (v *verifier) check(ctx context.Context, index uint64, data []byte, spare [
 	if got := b.ComputeDigest(); got != want {
 		return refuse(checkItems, 0, "not the batch this job published (its items' digest %s, the manifest's %s)", got, want)
 	}
-	// Every answer checked, and none and multiple confirmed by solving.
+	// A trusted worker's proof vouches for its unique and gave_up
+	// answers; without one (none, a wrong one, an untrusted key's, or a
+	// batch the producer answered from the cache itself) they are solved
+	// again like the rest.
+	prov := job.Unproven
+	if v.trust.Enabled() && v.trust.VerifyResults(sig, v.job, index, data) == nil {
+		prov = job.Proven
+	}
+	// Every answer checked, none and multiple confirmed by solving, and
+	// unique and gave_up too unless a trusted worker signed them (an
+	// unproven gave_up that solving settles is replaced by the answer).
 	for i := range b.Items {
 		if b.Items[i].Kind == job.Known {
-			if err := b.Items[i].Outcome.Verify(ctx, v.first); err != nil {
+			err := b.Items[i].Outcome.Verify(ctx, v.first, prov)
+			if se, ok := errors.AsType[*job.SettledError](err); ok {
+				// An unproven gave_up this reader solved: its own answer
+				// is printed instead.
+				b.Items[i].Outcome = se.Outcome
+				continue
+			}
+			if err != nil {
 				return refuse(checkAnswer, b.Items[i].Line, "line %d: %v", b.Items[i].Line, err)
 			}
 		}

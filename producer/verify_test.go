@@ -383,7 +383,7 @@ func TestVerify(t *testing.T) {
 				batches = 2
 			}
 			v := fx.verifier(tc.first, batches, !tc.notFinal, manifest)
-			b, err := v.check(context.Background(), tc.index, data, nil)
+			b, err := v.check(context.Background(), tc.index, "", data, nil)
 			var r *refusal
 			switch {
 			case tc.check == "" && err != nil:
@@ -418,7 +418,7 @@ func TestVerifyManifestError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	data := fx.answer(1, false).AppendResults(nil)
-	b, err := fx.verifier(false, 2, true, fx.digests[0]).check(ctx, 1, data, nil)
+	b, err := fx.verifier(false, 2, true, fx.digests[0]).check(ctx, 1, "", data, nil)
 	if b != nil || !errors.Is(err, context.Canceled) || errors.Is(err, errRefused) {
 		t.Fatalf("check with the manifest unreadable = %v, %v; want context.Canceled, no refusal", b, err)
 	}
@@ -430,7 +430,7 @@ func TestVerifySpare(t *testing.T) {
 	fx := newVerifyFixture(t)
 	spare := make([]job.Item, 16)
 	data := fx.answer(1, false).AppendResults(nil)
-	b, err := fx.verifier(false, 2, true, fx.digests[0]).check(context.Background(), 1, data, spare)
+	b, err := fx.verifier(false, 2, true, fx.digests[0]).check(context.Background(), 1, "", data, spare)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func FuzzVerify(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, index uint64, first bool) {
 		v := fx.verifier(first, 2, true, fx.digests[modeOf(first)])
-		b, err := v.check(context.Background(), index, data, nil)
+		b, err := v.check(context.Background(), index, "", data, nil)
 		if err != nil {
 			var r *refusal
 			if !errors.As(err, &r) || r.Job != verifyJob || r.Batch != index || r.Why == "" {

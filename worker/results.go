@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
@@ -100,7 +101,7 @@ func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Co
 	}
 	first := b.Flags&job.FlagFirstSolution != 0
 	for i := range got.Items {
-		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first) != nil {
+		if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first, job.Proven) != nil {
 			return nil, false
 		}
 	}
@@ -210,6 +211,9 @@ func (w *Worker) publishResults(ctx context.Context, b *job.Batch, d job.Digest,
 	b.Digest = d
 	m := w.q.Opts.ResultsMsgIn(b, sc.body) // the client copies it as it publishes
 	sc.body = m.Data
+	if w.opts.Signer != nil {
+		m.Header.Set(proof.Header, w.opts.Signer.SignResults(b.Job, b.Index, m.Data))
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*apiTimeout)
 	defer cancel()
 	replaced, err := w.q.PublishResults(ctx, m, publishAttempt, queue.SameResults(ctx, b))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -135,7 +136,7 @@ func (w *Worker) serveSolves(ctx context.Context) {
 		}
 		res := o.Result(0, key.String())
 		st.Statuses[res.Status]++
-		if err := r.req.RespondJSON(&res); err != nil {
+		if err := w.respond(r.req, &res); err != nil {
 			st.Outcome, st.Err = OutcomeAbandoned, err
 		} else {
 			st.Outcome = OutcomeAcked
@@ -154,4 +155,17 @@ func (w *Worker) serveSolves(ctx context.Context) {
 
 func solverOptions(maxNodes int64, first bool) solver.Options {
 	return solver.Options{MaxNodes: maxNodes, FirstSolution: first}
+}
+
+// respond sends res as the JSON reply to req, with the worker's proof of
+// it (proof.Header) when it has a key.
+func (w *Worker) respond(req micro.Request, res *result.Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("worker: encode a solve reply: %w", err)
+	}
+	if w.opts.Signer == nil {
+		return req.Respond(data)
+	}
+	return req.Respond(data, micro.WithHeaders(micro.Headers{proof.Header: {w.opts.Signer.SignReply(data)}}))
 }

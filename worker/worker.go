@@ -32,6 +32,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -106,6 +107,11 @@ type Options struct {
 	// newest of an owner's open jobs while the owner is over it (zero:
 	// no bound).
 	Quota job.Quota
+	// Signer signs each results message and solve reply the worker
+	// produces (proof.Header; config proof.key), so that readers that
+	// trust its key take its unique and gave_up answers without solving
+	// them again. Nil signs nothing.
+	Signer *proof.Signer
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Observer receives per-batch statistics (optional).
@@ -678,7 +684,16 @@ func (w *Worker) answer(ctx context.Context, sv *solver.Solver, b *job.Batch, st
 	first := b.Flags&job.FlagFirstSolution != 0
 	sc.idx = sc.idx[:0]
 	for i := range b.Items {
-		if b.Items[i].Kind == job.Solve {
+		it := &b.Items[i]
+		if it.Kind == job.Known && it.Outcome.Status != result.StatusInvalid &&
+			it.Outcome.Verify(ctx, first, job.Unproven) != nil {
+			// An answer the producer sent (from the cache) that does not
+			// stand: the worker's proof will cover the batch, so it
+			// answers the puzzle itself (the digest covers the puzzle
+			// only, either way).
+			it.Kind, it.Grid, it.Outcome = job.Solve, it.Outcome.Puzzle, job.Outcome{}
+		}
+		if it.Kind == job.Solve {
 			sc.idx = append(sc.idx, i)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/input"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
@@ -31,6 +32,7 @@ type env struct {
 	t     *testing.T
 	q     *testenv.Queue
 	cache *cache.Guard
+	trust *proof.Trust // the keys follow trusts (nil: none)
 }
 
 func newEnv(t *testing.T, server string) *env {
@@ -107,7 +109,7 @@ func (e *env) follow(id string, d time.Duration) ([]result.Result, job.Record) {
 	defer cancel()
 	var rs []result.Result
 	rec, err := producer.Follow(ctx, e.q.Queue, id, func(r result.Result) error { rs = append(rs, r); return nil },
-		producer.FollowOptions{Logger: quiet})
+		producer.FollowOptions{Logger: quiet, Trust: e.trust})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -449,7 +451,15 @@ func TestPanicBecomesGaveUp(t *testing.T) {
 	e := newEnv(t, "embedded")
 	puzzles := testenv.Puzzles(t, "testdata/17_clue_300.txt", 10)
 	poison, _ := solver.Parse(puzzles[3])
-	w := e.worker(Options{})
+	// The worker's gave_up is taken on its proof: a reader without its
+	// key solves the puzzle itself and prints its own answer.
+	k, err := proof.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := proof.NewSigner(k)
+	e.trust = proof.NewTrust(signer.PublicKey())
+	w := e.worker(Options{Signer: signer})
 	w.solve = func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
 		if *g == poison {
 			panic(errors.New("boom"))

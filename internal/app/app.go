@@ -21,6 +21,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 )
@@ -157,6 +158,11 @@ type Conn struct {
 	// Refusals are the permission violations NATS reported on NC
 	// (roles.Refusals.Explain adds the latest to an error).
 	Refusals *roles.Refusals
+	// Signer signs what a worker produces (proof.key; nil: none).
+	Signer *proof.Signer
+	// Trust is the worker keys a reader accepts proofs from
+	// (proof.trusted; nil: none, and readers solve to confirm).
+	Trust *proof.Trust
 
 	closers []func()
 	closed  atomic.Bool
@@ -225,6 +231,13 @@ func Open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Log
 }
 
 func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) error {
+	var err error
+	if c.Signer, err = proof.LoadSigner(cfg.Proof.Key); err != nil {
+		return err
+	}
+	if c.Trust, err = proof.LoadTrust(cfg.Proof.Trusted); err != nil {
+		return err
+	}
 	if !oo.NoNATS {
 		if err := c.openNATS(ctx, cfg, oo, log); err != nil {
 			return err

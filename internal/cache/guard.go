@@ -159,9 +159,11 @@ func (g *Guard) Lookup(ctx context.Context, keys []job.Key) ([]*job.Outcome, boo
 // verify turns each hit that is not its key's right answer into a miss,
 // with a warning: whoever can write the cache can store a well-formed
 // value that lies (none, multiple, or a unique solution against the
-// rules, under a solvable puzzle's key). A solution is checked and none
-// and multiple confirmed by solving (job.Outcome.Verify; the solver is
-// fast, and the answer is then solved again and stored over the bad one).
+// rules, under a solvable puzzle's key, or unique for a puzzle with
+// several solutions). A solution is checked, and none, multiple and
+// unique confirmed by solving (job.Outcome.Verify, Unproven: a
+// cache value carries no worker's proof; the solver is fast, and the
+// answer is then solved again and stored over the bad one).
 // A value stored under another puzzle's key is a miss already (the
 // cache's Get compares the keys).
 func (g *Guard) verify(ctx context.Context, keys []job.Key, out []*job.Outcome) {
@@ -169,7 +171,7 @@ func (g *Guard) verify(ctx context.Context, keys []job.Key, out []*job.Outcome) 
 		if o == nil {
 			continue
 		}
-		if err := o.Verify(ctx, true); err != nil {
+		if err := o.Verify(ctx, true, job.Unproven); err != nil {
 			out[i] = nil
 			g.opts.Logger.Warn("cache: a value is not its puzzle's answer; ignored", "cache", g.opts.Name,
 				"key", keys[i].String(), "status", o.Status, "err", err)

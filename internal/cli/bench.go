@@ -192,7 +192,7 @@ func benchOnce(cmd *cobra.Command, data []byte, size, natsPID, redisPID int) (be
 		}
 		n := 0
 		if _, err := producer.Follow(ctx, conn.Queue, sub.ID, func(result.Result) error { n++; return nil },
-			producer.FollowOptions{Logger: discardLogger()}); err != nil {
+			producer.FollowOptions{Logger: discardLogger(), Trust: conn.Trust}); err != nil {
 			return 0, err
 		}
 		return float64(n) / time.Since(start).Seconds(), nil
@@ -399,7 +399,7 @@ func benchConn(cmd *cobra.Command, size int) (*config.Config, *app.Conn, int, fu
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(cmd.Context(), 500*time.Millisecond)
-		_, err := producer.Solve(pctx, conn.NC, conn.Queue.Opts, strings.Repeat(".", 81), producer.SolveOptions{First: true})
+		_, err := producer.Solve(pctx, conn.NC, conn.Queue.Opts, strings.Repeat(".", 81), producer.SolveOptions{First: true, Trust: conn.Trust})
 		cancel()
 		if err == nil {
 			break

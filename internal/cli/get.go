@@ -159,5 +159,5 @@ func solveSubject(cmd *cobra.Command) string {
 // result (producer.Solve on conn's queue); looked says the caller looked
 // it up in the cache and missed, so the worker need not.
 func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string, looked bool) (result.Result, error) {
-	return producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, producer.SolveOptions{NoLookup: looked})
+	return producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, producer.SolveOptions{NoLookup: looked, Trust: conn.Trust})
 }

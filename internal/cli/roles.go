@@ -59,7 +59,11 @@ func newRolesInitCmd() *cobra.Command {
 passwords, nats_password and redis_password (made at random when missing,
 kept otherwise; readable by their owner only): give them to that user's
 processes with nats.user, nats.password_file, redis.username and
-redis.password_file. DIR/server/ holds what the servers read:
+redis.password_file. A worker user's folder also holds its proof key,
+proof_key.pem (give it as proof.key: the worker signs what it produces),
+and DIR/proof_trusted.pem the public keys of them all (give it to every
+other process as proof.trusted: it takes a unique or gave_up answer only
+with a proof by one of them). DIR/server/ holds what the servers read:
 
   nats-server.conf  the whole nats-server configuration: where it listens,
                     JetStream and its folder, the cluster if any, and the
@@ -122,6 +126,8 @@ redis_password.`,
 			for _, u := range us {
 				fmt.Fprintf(w, "%-20s role %-8s %s\n", u.Name, u.Role, filepath.Join(dir, u.Name))
 			}
+			fmt.Fprintf(w, "\nproof keys: each worker user's %s (give it as proof.key); every reader's proof.trusted: %s\n",
+				roles.ProofKeyFile, filepath.Join(dir, roles.ProofTrustedFile))
 			fmt.Fprintf(w, "\nservers' files in %s: %s (%s), %s, %s\n", server, roles.NATSServerFile, how, roles.NATSConfFile, roles.RedisACLFile)
 			fmt.Fprintf(w, "start the servers with them, no other flag:\n")
 			fmt.Fprintf(w, "  nats-server -c %s\n", filepath.Join(server, roles.NATSServerFile))

@@ -150,6 +150,7 @@ finishes the requests in progress.`,
 				MaxBodyBytes:   cfg.Serve.MaxBodyBytes,
 				RequestTimeout: cfg.Serve.RequestTimeout,
 				Producer:       popts,
+				Trust:          conn.Trust,
 				Logger:         log,
 			})
 			if err != nil {

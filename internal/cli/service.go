@@ -17,6 +17,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -525,6 +526,18 @@ func serviceEndpoints(conn *app.Conn, popts producer.Options, w **worker.Worker,
 func startLocalWorker(ctx context.Context, opts worker.Options, log *slog.Logger, conn *app.Conn) (stop func()) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	opts.Logger = slog.New(quietHandler{log.Handler()})
+	opts.Signer = conn.Signer
+	if opts.Signer == nil {
+		// The readers of this process trust its own workers: a key of
+		// this run's, so that they take their answers without solving
+		// each again.
+		if k, err := proof.GenerateKey(); err == nil {
+			opts.Signer = proof.NewSigner(k)
+		}
+	}
+	if opts.Signer != nil {
+		conn.Trust = conn.Trust.With(opts.Signer.PublicKey())
+	}
 	var w *worker.Worker
 	popts := producer.Options{Logger: opts.Logger, Quota: opts.Quota}
 	opts.Endpoints = serviceEndpoints(conn, popts, &w, opts.Logger)

@@ -74,6 +74,7 @@ closes its connections and exits 0.`,
 				log.Info("metrics: serving /metrics, /healthz and /readyz", "addr", srv.Addr())
 			}
 			opts := workerOptions(cfg, log)
+			opts.Signer = conn.Signer
 			if m != nil {
 				opts.Observer = m
 			}

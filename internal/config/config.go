@@ -63,6 +63,24 @@ type Config struct {
 	Serve   ServeConfig   `mapstructure:"serve"`
 	Job     JobConfig     `mapstructure:"job"`
 	Quota   QuotaConfig   `mapstructure:"quota"`
+	Proof   ProofConfig   `mapstructure:"proof"`
+}
+
+// ProofConfig names the keys of the proofs that an answer came from a
+// worker (keys proof.*; internal/proof). A worker signs with Key; a
+// reader (submit, job wait, get, serve, the Go client) takes a unique or
+// gave_up answer at its word only with a proof by a key in Trusted, and
+// without trusted keys confirms each by solving it again. `sudoku roles
+// init` writes both files.
+type ProofConfig struct {
+	// Key is the worker's ed25519 private key, a PEM "PRIVATE KEY" file
+	// (PKCS #8). Empty: the worker signs nothing.
+	Key string `mapstructure:"key"`
+	// Trusted is a PEM file of the workers' public keys ("PUBLIC KEY"
+	// blocks) whose proofs readers accept. An answer without a proof by
+	// one of them (every one, when empty) has its unique or gave_up
+	// confirmed by solving.
+	Trusted string `mapstructure:"trusted"`
 }
 
 // QuotaConfig bounds what one owner may have queued (keys quota.*).

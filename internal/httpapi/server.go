@@ -44,6 +44,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
 	"github.com/sudoku-queue/sudoku-queue/producer"
@@ -103,6 +104,10 @@ type Options struct {
 	// without a principal of their own submit. Each job's Owner is its
 	// caller.
 	Producer producer.Options
+	// Trust is the worker keys whose proofs vouch for answers (config
+	// proof.trusted; producer.FollowOptions.Trust): nil trusts none, and
+	// unique and gave_up answers are confirmed by solving.
+	Trust *proof.Trust
 	// AllowedOrigins are the origins of other sites whose pages may call
 	// the API from a browser ("*" for any): they get CORS headers, and
 	// their requests that may change something (POST...) are not refused.
@@ -216,7 +221,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		nc:        q.JS.Conn(),
 		q:         q,
 		cache:     c,
-		client:    client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c}, producerOptions(opts)),
+		client:    client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c, Trust: opts.Trust}, producerOptions(opts)),
 		opts:      opts,
 		log:       opts.Logger,
 		metrics:   newMetrics(),

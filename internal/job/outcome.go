@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
@@ -460,16 +461,40 @@ func (d *decoder) outcome() Outcome {
 // maxErrorLen bounds an error text in the compact form.
 const maxErrorLen = 4096
 
+// Provenance says what vouches for an outcome beyond its own bytes: a
+// proof (internal/proof: a trusted worker's signature, checked) or
+// nothing.
+type Provenance bool
+
+// The provenances of Verify.
+const (
+	// Unproven: the outcome came from a source anyone with the right to
+	// write there could forge (a results message, a solve reply, the
+	// cache) and no trusted signature covers it.
+	Unproven Provenance = false
+	// Proven: a trusted worker signed the outcome, or the caller
+	// produced it itself.
+	Proven Provenance = true
+)
+
 // Verify is Check, and for the answers a solution cannot prove, a solve
 // of the puzzle that must agree: none must find no solution, multiple
 // two (its solution checked too). The solver is fast (microseconds for
 // most puzzles), so a reader can afford it for every such answer from a
 // source it does not trust (a results message, the cache, a solve
 // reply). A search that runs out of its node budget disproves nothing:
-// the answer stands. gave_up and invalid are no answer (the line is
-// reported failed) and are not verified. first is the request's mode: solved
-// (a first solution) answers only a first-solution request.
-func (o *Outcome) Verify(ctx context.Context, first bool) error {
+// the answer stands. invalid is no answer (the line is reported failed)
+// and is not verified. first is the request's mode: solved (a first
+// solution) answers only a first-solution request.
+//
+// An Unproven outcome must also stand what only a worker's word
+// vouches for otherwise: unique is solved again to a count of two (the
+// search must find no second solution), and gave_up with the default
+// node budget (the search must give up too; when it answers, the error
+// is a *SettledError with that answer). A Proven one (a trusted
+// worker signed it) is taken at its word for these: solving every
+// unique answer again would double the cost of a job.
+func (o *Outcome) Verify(ctx context.Context, first bool, p Provenance) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
@@ -478,21 +503,53 @@ func (o *Outcome) Verify(ctx context.Context, first bool) error {
 	}
 	switch o.Status {
 	case result.StatusNone, result.StatusMultiple:
+	case result.StatusUnique, result.StatusGaveUp:
+		if p == Proven {
+			return nil
+		}
 	default:
 		return nil
 	}
-	r, err := solver.Solve(ctx, &o.Puzzle, solver.Options{FirstSolution: first && o.Status == result.StatusNone})
+	firstOnly := first && (o.Status == result.StatusNone || o.Status == result.StatusGaveUp)
+	r, err := solver.Solve(ctx, &o.Puzzle, solver.Options{FirstSolution: firstOnly})
 	switch {
 	case errors.Is(err, solver.ErrGaveUp):
 		return nil
 	case err != nil:
 		return fmt.Errorf("job: %s: %w", o.Status, err)
 	}
-	if got := FromSolve(&o.Puzzle, r, nil).Status; got != o.Status {
-		return fmt.Errorf("job: says %s, solving says %s", o.Status, got)
+	if got := FromSolve(&o.Puzzle, r, nil); got.Status != o.Status {
+		switch o.Status {
+		case result.StatusGaveUp:
+			return &SettledError{Outcome: got}
+		case result.StatusUnique:
+			return fmt.Errorf("job: says %s with no proof (%w), solving says %s", o.Status, ErrUnproven, got.Status)
+		}
+		return fmt.Errorf("job: says %s, solving says %s", o.Status, got.Status)
 	}
 	return nil
 }
+
+// SettledError is Verify's error for an Unproven gave_up that the
+// reader's own solve settled: Outcome is that answer. A gave_up is no
+// claim that the puzzle cannot be solved (a worker with a smaller node
+// budget, or a search that failed, gives up honestly), so a reader may
+// print Outcome in its place; what it must not do is print the gave_up.
+type SettledError struct {
+	Outcome Outcome
+}
+
+// Error says what the reader's solve found.
+func (e *SettledError) Error() string {
+	return fmt.Sprintf("job: says gave_up with no proof (%v), solving says %s", ErrUnproven, e.Outcome.Status)
+}
+
+// Unwrap makes errors.Is(err, ErrUnproven) true.
+func (e *SettledError) Unwrap() error { return ErrUnproven }
+
+// ErrUnproven is matched by Verify's refusal of an Unproven unique or
+// gave_up that solving contradicts: the answer needed a worker's proof.
+var ErrUnproven = proof.ErrUnproven
 
 // SameAnswer reports whether o and p answer the same puzzle alike: the
 // same status and input and, for unique and solved, the same solution (a

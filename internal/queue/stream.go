@@ -754,7 +754,7 @@ func SameResults(ctx context.Context, ours *job.Batch) func(stored []byte) bool 
 		}
 		first := ours.Flags&job.FlagFirstSolution != 0
 		for i := range got.Items {
-			if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first) != nil {
+			if got.Items[i].Kind == job.Known && got.Items[i].Outcome.Verify(ctx, first, job.Proven) != nil {
 				return false
 			}
 		}

@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 )
 
 // Files of a roles directory (see Init).
@@ -29,6 +32,13 @@ const (
 	// them.
 	NATSPasswordFile  = "nats_password"
 	RedisPasswordFile = "redis_password"
+	// ProofKeyFile, in a worker user's folder, is its proof key (an
+	// ed25519 private key, PEM): point proof.key at it.
+	ProofKeyFile = "proof_key.pem"
+	// ProofTrustedFile, in the roles folder itself, holds the public
+	// keys of every worker user's ProofKeyFile: point every reader's
+	// (producer, gateway, reader) proof.trusted at it.
+	ProofTrustedFile = "proof_trusted.pem"
 )
 
 // InitOptions tune Init.
@@ -55,7 +65,10 @@ type InitOptions struct {
 // configuration that grants each user its role (NATSConf, RedisACL), made
 // anew from those passwords and n each time, and the nats-server
 // configuration that includes the users' (NATSServerConf: written when
-// missing or opts.Server is set, kept otherwise). The users are the four
+// missing or opts.Server is set, kept otherwise). Each worker user's
+// folder holds its proof key (ProofKeyFile: made when missing, kept
+// otherwise), and dir/ProofTrustedFile their public keys, made anew each
+// time. The users are the four
 // roles', those whose folders dir holds already, and opts.Users. It
 // returns them, sorted by name.
 func Init(dir string, n Names, opts InitOptions) ([]User, error) {
@@ -103,6 +116,7 @@ func Init(dir string, n Names, opts InitOptions) ([]User, error) {
 		return nil, fmt.Errorf("roles: %w", err)
 	}
 	users := make([]User, 0, len(names))
+	var workerKeys []ed25519.PublicKey
 	for _, name := range names {
 		role, _ := Of(name)
 		u := User{Name: name, Role: role}
@@ -116,14 +130,30 @@ func Init(dir string, n Names, opts InitOptions) ([]User, error) {
 		if u.RedisPassword, err = password(filepath.Join(udir, RedisPasswordFile)); err != nil {
 			return nil, err
 		}
+		owned := []string{udir, filepath.Join(udir, NATSPasswordFile), filepath.Join(udir, RedisPasswordFile)}
+		if role == Worker {
+			pub, err := proofKey(filepath.Join(udir, ProofKeyFile))
+			if err != nil {
+				return nil, err
+			}
+			workerKeys = append(workerKeys, pub)
+			owned = append(owned, filepath.Join(udir, ProofKeyFile))
+		}
 		if opts.Owner >= 0 {
-			for _, p := range []string{udir, filepath.Join(udir, NATSPasswordFile), filepath.Join(udir, RedisPasswordFile)} {
+			for _, p := range owned {
 				if err := os.Chown(p, opts.Owner, -1); err != nil {
 					return nil, fmt.Errorf("roles: %w", err)
 				}
 			}
 		}
 		users = append(users, u)
+	}
+	trusted, err := proof.MarshalPublicKeys(workerKeys...)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, ProofTrustedFile), trusted, 0o644); err != nil {
+		return nil, err
 	}
 	conf, err := NATSConf(users, n, opts.SharedReads)
 	if err != nil {
@@ -165,6 +195,35 @@ func password(path string) (string, error) {
 		return "", err
 	}
 	return p, nil
+}
+
+// proofKey returns the public key of the proof key in the file at path,
+// first writing a new one there (readable by its owner only) when there
+// is none.
+func proofKey(path string) (ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		k, err := proof.ParsePrivateKey(data, path)
+		if err != nil {
+			return nil, fmt.Errorf("roles: %w", err)
+		}
+		return k.Public().(ed25519.PublicKey), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	k, err := proof.GenerateKey()
+	if err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	pem, err := proof.MarshalPrivateKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	if err := writeFile(path, pem, 0o600); err != nil {
+		return nil, err
+	}
+	return k.Public().(ed25519.PublicKey), nil
 }
 
 // writeFile replaces the file at path with data, atomically.

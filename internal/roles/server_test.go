@@ -30,6 +30,7 @@ import (
 // deployment is a NATS server and a Redis started with the files of a
 // roles folder, and the users of that folder.
 type deployment struct {
+	dir       string // the roles folder
 	natsURL   string
 	redisAddr string
 	users     map[string]roles.User
@@ -61,7 +62,7 @@ func deploy(t *testing.T, kind string) *deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &deployment{users: map[string]roles.User{}, opts: opts}
+	d := &deployment{dir: dir, users: map[string]roles.User{}, opts: opts}
 	for _, u := range us {
 		d.users[u.Name] = u
 	}
