@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cli"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 )
 
 const (
@@ -194,9 +196,15 @@ func TestBadInputEveryDoor(t *testing.T) {
 // TestBudget: a search that runs out of its node budget (--max-nodes for
 // solve --local, SUDOKU_WORKER_MAX_NODES for a worker) gives that puzzle
 // a clear "gave up" error; the puzzles around it are still solved.
+//
+// The worker's gave_up is printed on its proof: every process of the
+// test has the worker's key (proof.key) and trusts it (proof.trusted).
+// A reader without them would solve the puzzle itself, with the default
+// budget, and print its own answer instead.
 func TestBudget(t *testing.T) {
 	t.Parallel()
-	s := newSys(t, options{})
+	key, trusted := proofKeys(t)
+	s := newSys(t, options{env: []string{"SUDOKU_PROOF_KEY=" + key, "SUDOKU_PROOF_TRUSTED=" + trusted}})
 	lines := []corpusLine{
 		{"easy", easy, ""},
 		{"hard", hard, `^solver: gave up after 1 nodes \(\d+ guesses\) without an answer$`},
@@ -228,4 +236,31 @@ func TestBudget(t *testing.T) {
 	checkSummary(t, stderr, jobIDRe.FindStringSubmatch(stderr)[1], "3 unique (1 from the workers, 2 from the cache)")
 	lines[1].want = ""
 	checkCorpusOutput(t, "submit --wait", lines, nums, queued)
+}
+
+// proofKeys writes a worker's proof key and the file that trusts it to a
+// temporary folder and returns their paths.
+func proofKeys(t *testing.T) (key, trusted string) {
+	t.Helper()
+	k, err := proof.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := proof.MarshalPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := proof.MarshalPublicKeys(k.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	key, trusted = filepath.Join(dir, "proof_key.pem"), filepath.Join(dir, "proof_trusted.pem")
+	if err := os.WriteFile(key, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(trusted, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return key, trusted
 }
