@@ -64,7 +64,21 @@ var valueSets = []valueSet{
 			if got := env(c.c, "SUDOKU_REDIS_USERNAME"); got != w[0] {
 				t.Errorf("%s: SUDOKU_REDIS_USERNAME %q, want %q", c.where, got, w[0])
 			}
-			for _, k := range []string{"SUDOKU_NATS_PASSWORD_FILE", "SUDOKU_REDIS_PASSWORD_FILE"} {
+			files := []string{"SUDOKU_NATS_PASSWORD_FILE", "SUDOKU_REDIS_PASSWORD_FILE"}
+			// The worker signs its answers with the key of its Secret;
+			// serve trusts the workers' keys of its own; setup neither.
+			proofs := map[string]string{"worker": "SUDOKU_PROOF_KEY", "serve": "SUDOKU_PROOF_TRUSTED"}
+			for _, k := range []string{"SUDOKU_PROOF_KEY", "SUDOKU_PROOF_TRUSTED"} {
+				switch got := env(c.c, k); {
+				case proofs[c.c.Name] == k && got == "":
+					t.Errorf("%s: no %s", c.where, k)
+				case proofs[c.c.Name] == k:
+					files = append(files, k)
+				case got != "":
+					t.Errorf("%s: %s %q, want none", c.where, k, got)
+				}
+			}
+			for _, k := range files {
 				if s := secretOf(c.pod, c.c, env(c.c, k)); s != w[1] {
 					t.Errorf("%s: %s %q is not a file of Secret %s (got %q)", c.where, k, env(c.c, k), w[1], s)
 				}
@@ -87,6 +101,15 @@ var valueSets = []valueSet{
 		}
 		if strings.Contains(r.Notes, "WARNING") {
 			t.Errorf("NOTES warn with roles on:\n%s", r.Notes)
+		}
+	}},
+	{name: "roles without proofs", values: "roles: {enabled: true, proof: false}", check: func(t *testing.T, r *Rendered) {
+		for _, c := range sudokuContainers(t, r) {
+			for _, k := range []string{"SUDOKU_PROOF_KEY", "SUDOKU_PROOF_TRUSTED"} {
+				if got := env(c.c, k); got != "" {
+					t.Errorf("%s: %s %q with roles.proof false", c.where, k, got)
+				}
+			}
 		}
 	}},
 	{name: "nats3", values: "nats: {replicas: 3}", check: func(t *testing.T, r *Rendered) {

@@ -68,7 +68,7 @@ type InitOptions struct {
 // missing or opts.Server is set, kept otherwise). Each worker user's
 // folder holds its proof key (ProofKeyFile: made when missing, kept
 // otherwise), and dir/ProofTrustedFile their public keys, made anew each
-// time. The users are the four
+// time, with a copy in every other user's folder. The users are the four
 // roles', those whose folders dir holds already, and opts.Users. It
 // returns them, sorted by name.
 func Init(dir string, n Names, opts InitOptions) ([]User, error) {
@@ -154,6 +154,23 @@ func Init(dir string, n Names, opts InitOptions) ([]User, error) {
 	}
 	if err := writeFile(filepath.Join(dir, ProofTrustedFile), trusted, 0o644); err != nil {
 		return nil, err
+	}
+	// A copy in each reader's folder (every user but a worker), so that
+	// the folder alone (a Kubernetes Secret made of it, a bind mount) is
+	// all a process of that user needs.
+	for _, u := range users {
+		if u.Role == Worker {
+			continue
+		}
+		p := filepath.Join(dir, u.Name, ProofTrustedFile)
+		if err := writeFile(p, trusted, 0o644); err != nil {
+			return nil, err
+		}
+		if opts.Owner >= 0 {
+			if err := os.Chown(p, opts.Owner, -1); err != nil {
+				return nil, fmt.Errorf("roles: %w", err)
+			}
+		}
 	}
 	conf, err := NATSConf(users, n, opts.SharedReads)
 	if err != nil {

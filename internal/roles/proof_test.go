@@ -73,6 +73,19 @@ func TestInitProofKeys(t *testing.T) {
 	if len(keys) != 2 || !(keys[0].Equal(first) && keys[1].Equal(second) || keys[0].Equal(second) && keys[1].Equal(first)) {
 		t.Errorf("trusted file holds %d keys, want the two workers'", len(keys))
 	}
+	// Every user but the workers has the same file in its folder (a
+	// Secret made of the folder is all its process needs); workers none.
+	for _, user := range []string{"admin", "producer", "gateway", "reader", "worker", "worker-gpu"} {
+		copy, err := os.ReadFile(filepath.Join(dir, user, roles.ProofTrustedFile))
+		switch r, _ := roles.Of(user); {
+		case r == roles.Worker && err == nil:
+			t.Errorf("worker user %s has a trusted file", user)
+		case r != roles.Worker && err != nil:
+			t.Errorf("user %s: %v", user, err)
+		case r != roles.Worker && string(copy) != string(data):
+			t.Errorf("user %s's trusted file differs from %s", user, roles.ProofTrustedFile)
+		}
+	}
 	// What a worker signs with its key, a reader of the trusted file takes.
 	s, err := proof.LoadSigner(filepath.Join(dir, "worker-gpu", roles.ProofKeyFile))
 	if err != nil {

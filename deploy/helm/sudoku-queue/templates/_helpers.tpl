@@ -87,6 +87,13 @@ names them.
   value: {{ .role.user | quote }}
 - name: SUDOKU_REDIS_PASSWORD_FILE
   value: /run/secrets/sudoku/redis_password
+{{- if and .ctx.Values.roles.proof (eq (get . "proof") "key") }}
+- name: SUDOKU_PROOF_KEY
+  value: /run/secrets/sudoku/proof_key.pem
+{{- else if and .ctx.Values.roles.proof (eq (get . "proof") "trusted") }}
+- name: SUDOKU_PROOF_TRUSTED
+  value: /run/secrets/sudoku/proof_trusted.pem
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -119,6 +126,13 @@ names them.
         path: nats_password
       - key: redis_password
         path: redis_password
+      {{- if and .ctx.Values.roles.proof (eq (get . "proof") "key") }}
+      - key: proof_key.pem
+        path: proof_key.pem
+      {{- else if and .ctx.Values.roles.proof (eq (get . "proof") "trusted") }}
+      - key: proof_trusted.pem
+        path: proof_trusted.pem
+      {{- end }}
 {{- end }}
 {{- end -}}
 
