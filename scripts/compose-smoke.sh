@@ -290,12 +290,10 @@ redis_pong=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; printf "PING\r\
 [ "$redis_pong" = "+PONG" ] || fail "Redis on 127.0.0.1:$SUDOKU_REDIS_HOST_PORT did not answer PING (got '$redis_pong')"
 log "published ports answer: NATS 127.0.0.1:$SUDOKU_NATS_HOST_PORT, Redis 127.0.0.1:$SUDOKU_REDIS_HOST_PORT"
 
-# worker: a worker container, for `sudoku job status` inside the network.
-worker=$(dc ps -q worker | sed -n 1p)
-[ -n "$worker" ] || fail "no worker container"
-# status ID: `sudoku job status ID`, run in a worker (the image's config).
-# status ID [SECONDS]: `sudoku job status ID` in a worker container, bounded.
-status() { timeout "${2:-40}" docker exec "$worker" /usr/local/bin/sudoku job status "$1" 2>>"$tmp/status.err"; }
+# status ID [SECONDS]: `sudoku job status ID` as the reader, from the host
+# through nats1's published port, bounded. (A worker may not read another
+# owner's job: reading every owner's is the reader's part.)
+status() { as_user "${2:-40}" reader job status "$1" 2>>"$tmp/status.err"; }
 # solved_of STATUS: "DONE TOTAL" from job status's progress line, which is
 # "done D of N lines (...)" (job state in JetStream) or, before that,
 # "solved D of Q queued (...)".
@@ -386,7 +384,8 @@ fi
 log "job 1: job status from the host (as reader) through 127.0.0.1:$SUDOKU_NATS_HOST_PORT: $N1 of $N1"
 
 # The roles are on: no user, no connection; a reader may not remove a job
-# (and is told so, by role and subject); Redis without a user may only PING.
+# (and is told so at once, by role and the job's owner); Redis without a
+# user may only PING.
 rc=0
 SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOKU_NATS_HOST_PORT \
   timeout 40 "$sudoku" job list >/dev/null 2>"$tmp/host.err" || rc=$?
@@ -396,13 +395,13 @@ SUDOKU_CONFIG=$root/configs/cluster.yaml SUDOKU_NATS_URL=nats://127.0.0.1:$SUDOK
 }
 rc=0
 as_user 60 reader job rm "$id1" >/dev/null 2>"$tmp/host.err" || rc=$?
-[ "$rc" = 1 ] && grep -qF 'NATS refused user "reader" (role reader): publish to "$JS.API.STREAM.PURGE.' "$tmp/host.err" || {
+[ "$rc" = 1 ] && grep -qF "reader (role reader) may not change job $id1: it is " "$tmp/host.err" || {
   cat "$tmp/host.err"
   fail "job rm as reader: exit $rc, want 1 and the refusal named"
 }
 noperm=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; printf "GET x\r\n" >&3; head -c 7 <&3' _ "$SUDOKU_REDIS_HOST_PORT") || true
 [ "$noperm" = "-NOPERM" ] || fail "Redis without a user: GET answered '$noperm', want -NOPERM"
-log "roles: no user is refused by NATS; job rm as reader is refused, naming the role and subject; Redis's default user may only PING"
+log "roles: no user is refused by NATS; job rm as reader is refused at once, naming the role and the job's owner; Redis's default user may only PING"
 
 # ---- 5. job 2: nats2 killed in the middle
 log "job 2: $N2 puzzles; nats2 is killed once the job is under way"
@@ -475,11 +474,11 @@ while kill -0 "$job2_pid" 2>/dev/null; do
       dump_producers
       # Are the results all there for another reader?
       wrc=0
-      timeout 60 docker exec "$worker" /usr/local/bin/sudoku job wait "$id2" >"$tmp/job2.wait" 2>"$tmp/job2.wait.err" || wrc=$?
+      as_user 60 reader job wait "$id2" >"$tmp/job2.wait" 2>"$tmp/job2.wait.err" || wrc=$?
       if [ "$wrc" = 0 ] && cmp -s "$tmp/job2.want" "$tmp/job2.wait"; then
-        log "job 2: 'sudoku job wait $id2' in a worker container returns all $N2 lines, identical to solve --local"
+        log "job 2: 'sudoku job wait $id2' as the reader returns all $N2 lines, identical to solve --local"
       else
-        log "job 2: 'sudoku job wait $id2' in a worker container: exit $wrc, $(wc -l <"$tmp/job2.wait") lines: $(tail -n 2 "$tmp/job2.wait.err" | tr '\n' ' ')"
+        log "job 2: 'sudoku job wait $id2' as the reader: exit $wrc, $(wc -l <"$tmp/job2.wait") lines: $(tail -n 2 "$tmp/job2.wait.err" | tr '\n' ' ')"
       fi
       jobfail job2 "$id2" "job 2: all $N2 lines done, but submit --wait has not returned for 60s"
     fi
