@@ -232,7 +232,48 @@ func (s *Store) get(ctx context.Context, key string) ([]byte, uint64, error) {
 		// producer may not read by STREAM.MSG.GET, which names no key.)
 		return nil, 0, err
 	}
+	if f := ReadsBySequence; f != nil && !f(s.js.Conn().Opts.User) {
+		// Asking the leader would be refused (and a refusal stops a
+		// command): give the replica that answered time to catch up.
+		return s.getAgain(ctx, key, err)
+	}
 	return s.leaderGet(ctx, key)
+}
+
+// ReadsBySequence reports whether NATS lets user read the jobs bucket by
+// STREAM.MSG.GET, which names no key: the roles package sets it (admins,
+// workers and readers may; producers and gateways, whose reads name the
+// owners they may read, may not). Nil: every user may, as without roles.
+var ReadsBySequence func(user string) bool
+
+// getAgainTries and getAgainPause bound getAgain: about half a second,
+// longer than a replica of a healthy cluster lags.
+const (
+	getAgainTries = 10
+	getAgainPause = 50 * time.Millisecond
+)
+
+// getAgain reads key again, a few times, after a miss (err) on a
+// replicated bucket by a user that may not ask the leader: the replica
+// that answered may not have the record yet. It returns the last miss if
+// the record does not appear.
+func (s *Store) getAgain(ctx context.Context, key string, err error) ([]byte, uint64, error) {
+	for range getAgainTries {
+		select {
+		case <-ctx.Done():
+			return nil, 0, err
+		case <-time.After(getAgainPause):
+		}
+		e, gerr := s.kv.Get(ctx, key)
+		if gerr == nil {
+			return e.Value(), e.Revision(), nil
+		}
+		if !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return nil, 0, gerr
+		}
+		err = gerr
+	}
+	return nil, 0, err
 }
 
 // leaderGet reads key from the leader of the bucket's stream.

@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
@@ -64,6 +65,17 @@ var All = []Role{Admin, Producer, Gateway, Worker, Reader}
 // remove them (admin, gateway: the gateway on behalf of the principal it
 // checked). The micro service's endpoints and the HTTP API ask it.
 func (r Role) ActsForOthers() bool { return r == Admin || r == Gateway || r == Reader }
+
+// ReadsBySequence reports whether NATS lets user read the jobs bucket by
+// STREAM.MSG.GET (no key named): an admin, a worker or a reader, or a
+// user of no role (none of this package's permissions applies to it). The job store
+// asks it (job.ReadsBySequence) before it asks a bucket's leader.
+func ReadsBySequence(user string) bool {
+	r, ok := Of(user)
+	return !ok || r == Admin || r == Worker || r == Reader
+}
+
+func init() { job.ReadsBySequence = ReadsBySequence }
 
 // Writes reports whether a user of role r may change jobs it does not
 // own (cancel, remove).

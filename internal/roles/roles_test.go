@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 )
@@ -167,6 +168,27 @@ func TestComposeNATSConf(t *testing.T) {
 	if bin, err := exec.LookPath("/usr/sbin/nats-server"); err == nil {
 		if out, err := exec.Command(bin, "-c", conf, "-t").CombinedOutput(); err != nil {
 			t.Errorf("nats-server 2.9 -t: %v: %s", err, out)
+		}
+	}
+}
+
+// TestReadsBySequence: the users whose permissions let them read the jobs
+// bucket by sequence (admin, worker, reader) are those the job store may send to
+// the bucket's leader; the others read by key alone (issue 28: a
+// producer's refusal would stop its command), and the store knows it.
+func TestReadsBySequence(t *testing.T) {
+	for _, tc := range []struct {
+		user string
+		want bool
+	}{
+		{"", true}, {"admin", true}, {"admin-ops", true}, {"worker", true}, {"worker-gpu", true},
+		{"reader-dash", true}, {"producer", false}, {"producer-alice", false}, {"gateway", false},
+	} {
+		if got := roles.ReadsBySequence(tc.user); got != tc.want {
+			t.Errorf("ReadsBySequence(%q) = %v, want %v", tc.user, got, tc.want)
+		}
+		if got := job.ReadsBySequence(tc.user); got != tc.want {
+			t.Errorf("job.ReadsBySequence(%q) = %v, want %v (the roles package's)", tc.user, got, tc.want)
 		}
 	}
 }
