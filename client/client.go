@@ -34,7 +34,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
-	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/service"
@@ -212,9 +211,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	base := producer.Options{BatchSize: cfg.Queue.BatchSize, FirstBatch: cfg.Queue.FirstBatchSize,
-		MaxMessageBytes: cfg.Queue.MaxMessageBytes, Owner: cfg.Owner(), Quota: quotaOf(cfg), Logger: log}
-	c := &Client{cfg: cfg, conn: conn, ownsConn: true, log: log, base: base, user: cfg.NATS.User,
+	c := &Client{cfg: cfg, conn: conn, ownsConn: true, log: log, base: app.ProducerOptions(cfg, log), user: cfg.NATS.User,
 		owner: cfg.Owner(), stopWorker: func() {}}
 	if workers > 0 {
 		ready := make(chan struct{})
@@ -294,49 +291,25 @@ func envOf(opts Options) func(string) (string, bool) {
 }
 
 // startWorker runs a worker of n solving goroutines on the client's
-// connection until the returned stop is called; ready is closed once it
-// serves (or has stopped).
+// connection (StartWorker) until the returned stop is called; ready is
+// closed once it serves (or has stopped). The client's own submissions
+// count their owner's usage on it, as its endpoints' do.
 func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg := c.cfg
-	var w *worker.Worker
-	c.base.Usage = func(ctx context.Context, owner string) (int, int64, error) { return w.Usage(ctx, owner) }
-	signer := c.conn.Signer
-	if signer == nil {
-		// The client trusts its own workers: a key of this process's,
-		// so that it takes their answers without solving each again.
-		if k, err := proof.GenerateKey(); err == nil {
-			signer = proof.NewSigner(k)
-		}
-	}
-	if signer != nil {
-		c.conn.Trust = c.conn.Trust.With(signer.PublicKey())
-	}
-	w = worker.New(c.conn.NC, c.conn.Queue, c.conn.Cache, worker.Options{
-		Signer:          signer,
-		Concurrency:     n,
-		MaxNodes:        cfg.Worker.MaxNodes,
-		Heartbeat:       cfg.WorkerHeartbeat(),
-		NakDelays:       cfg.Queue.Backoff,
-		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-		Quota:           quotaOf(cfg),
-		Endpoints:       c.ServiceEndpoints(),
-		Logger:          c.log,
-	})
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	opts := app.WorkerOptions(c.cfg, c.log)
+	opts.Concurrency = n
+	w, stop := StartWorker(c.conn, opts, c.base)
+	c.base.Usage = w.Usage
+	stopped := make(chan struct{})
 	go func() {
 		select {
 		case <-w.Ready():
-		case <-ctx.Done():
+		case <-stopped:
 		}
 		close(ready)
 	}()
 	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			c.log.Warn("client: in-process worker", "err", err)
-		}
+		close(stopped)
+		stop()
 	}
 }
 
@@ -349,11 +322,6 @@ func (c *Client) ServiceEndpoints() []worker.Endpoint {
 		v := c.As(caller)
 		return service.Caller{Submit: v.submitInput, Status: v.Status, Cancel: v.Cancel}
 	}, c.log)
-}
-
-// quotaOf is the configuration's quota of an owner.
-func quotaOf(cfg *config.Config) job.Quota {
-	return job.Quota{JobsOpen: cfg.Quota.JobsOpen, LinesPending: cfg.Quota.LinesPending, RequestBytes: cfg.Quota.RequestBytes}
 }
 
 // Owner returns the owner the client acts for: its jobs are submitted

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sudoku-queue/sudoku-queue/internal/bench"
 )
 
 // TestBenchJobsDeployment runs 'sudoku bench jobs --deployment' over each
@@ -20,7 +22,7 @@ func TestBenchJobsDeployment(t *testing.T) {
 	// The private deployment's processes are this test binary, as the
 	// sudoku command (TestMain).
 	t.Setenv("SUDOKU_TEST_AS_CLI", "1")
-	for _, via := range []string{viaHTTP, viaMicro, viaCLI} {
+	for _, via := range []string{bench.ViaHTTP, bench.ViaMicro, bench.ViaCLI} {
 		t.Run(via, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -30,7 +32,7 @@ func TestBenchJobsDeployment(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, stderr)
 			}
-			var got JobsBench
+			var got bench.JobsResult
 			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 				t.Fatalf("%v: %s", err, stdout)
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
-	"github.com/sudoku-queue/sudoku-queue/producer"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -153,11 +152,4 @@ func solveSubject(cmd *cobra.Command) string {
 		return "the solve subject"
 	}
 	return app.QueueOptions(cfg.Queue, 0).SolveSubject()
-}
-
-// SolveInteractive asks the workers' solve endpoint for one puzzle's
-// result (producer.Solve on conn's queue); looked says the caller looked
-// it up in the cache and missed, so the worker need not.
-func SolveInteractive(ctx context.Context, conn *app.Conn, puzzle string, looked bool) (result.Result, error) {
-	return producer.Solve(ctx, conn.NC, conn.Queue.Opts, puzzle, producer.SolveOptions{NoLookup: looked, Trust: conn.Trust})
 }

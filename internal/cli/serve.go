@@ -123,7 +123,7 @@ finishes the requests in progress.`,
 			}
 			defer conn.Close()
 			if embedded {
-				stop := startLocalWorker(ctx, workerOptions(cfg, log), log, conn)
+				stop := startLocalWorker(conn, cfg, app.WorkerOptions(cfg, log), log)
 				defer stop()
 			}
 			ln, err := net.Listen("tcp", cfg.Serve.Addr)
@@ -138,7 +138,7 @@ finishes the requests in progress.`,
 			wctx, stopWatch := context.WithCancel(ctx)
 			defer stopWatch()
 			go watch.Run(wctx)
-			popts := producerOptions(cfg, log, false, false)
+			popts := app.ProducerOptions(cfg, log)
 			popts.Usage = watch.Usage
 			srv, err := httpapi.New(conn.Queue, conn.Cache, httpapi.Options{
 				Principals:     principals,

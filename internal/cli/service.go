@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
-	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/roles"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -117,25 +115,6 @@ func stopOnRefusal(cmd *cobra.Command) {
 	}
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	cmd.SetContext(context.WithValue(ctx, refusalKey{}, cancel))
-}
-
-// producerOptions are the producer's settings from the configuration.
-func producerOptions(cfg *config.Config, log *slog.Logger, force, first bool) producer.Options {
-	return producer.Options{
-		BatchSize:       cfg.Queue.BatchSize,
-		FirstBatch:      cfg.Queue.FirstBatchSize,
-		MaxMessageBytes: cfg.Queue.MaxMessageBytes,
-		Force:           force,
-		FirstSolution:   first,
-		Owner:           cfg.Owner(),
-		Quota:           quota(cfg),
-		Logger:          log,
-	}
-}
-
-// quota is the configuration's quota of an owner.
-func quota(cfg *config.Config) job.Quota {
-	return job.Quota{JobsOpen: cfg.Quota.JobsOpen, LinesPending: cfg.Quota.LinesPending, RequestBytes: cfg.Quota.RequestBytes}
 }
 
 // outputFlags are the flags of commands that write results.
@@ -495,61 +474,15 @@ func logStart(log *slog.Logger, msg string, cfg *config.Config, args ...any) {
 // discardLogger logs nothing.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// workerOptions are a worker's settings from the configuration, logging to
-// log.
-func workerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
-	return worker.Options{
-		Concurrency:     cfg.WorkerConcurrency(),
-		MaxNodes:        cfg.Worker.MaxNodes,
-		Heartbeat:       cfg.WorkerHeartbeat(),
-		NakDelays:       cfg.Queue.Backoff,
-		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-		Version:         serviceVersion(),
-		Quota:           quota(cfg),
-		Logger:          log,
-	}
-}
-
-// serviceEndpoints are the micro service's submit, status and cancel
-// endpoints of worker *w (made once it is: the endpoints ask it for the
-// owners' usage, for their quotas).
-func serviceEndpoints(conn *app.Conn, popts producer.Options, w **worker.Worker, log *slog.Logger) []worker.Endpoint {
-	popts.Usage = func(ctx context.Context, owner string) (int, int64, error) { return (*w).Usage(ctx, owner) }
-	popts.Logger = log
-	return client.New(conn, popts).ServiceEndpoints()
-}
-
-// startLocalWorker runs a worker pool in this process on conn (for 'sudoku
-// solve' and 'sudoku serve --embedded') until the returned stop is called;
-// stop waits for it. Its start and stop are not logged (not news here),
-// its warnings are.
-func startLocalWorker(ctx context.Context, opts worker.Options, log *slog.Logger, conn *app.Conn) (stop func()) {
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// startLocalWorker runs a worker in this process on conn with opts
+// (client.StartWorker), its endpoints submitting with cfg's settings,
+// for 'sudoku solve' and 'sudoku serve --embedded', until the returned
+// stop is called; stop waits for it. Its start and stop are not logged
+// (not news here), its warnings are.
+func startLocalWorker(conn *app.Conn, cfg *config.Config, opts worker.Options, log *slog.Logger) (stop func()) {
 	opts.Logger = slog.New(quietHandler{log.Handler()})
-	opts.Signer = conn.Signer
-	if opts.Signer == nil {
-		// The readers of this process trust its own workers: a key of
-		// this run's, so that they take their answers without solving
-		// each again.
-		if k, err := proof.GenerateKey(); err == nil {
-			opts.Signer = proof.NewSigner(k)
-		}
-	}
-	if opts.Signer != nil {
-		conn.Trust = conn.Trust.With(opts.Signer.PublicKey())
-	}
-	var w *worker.Worker
-	popts := producer.Options{Logger: opts.Logger, Quota: opts.Quota}
-	opts.Endpoints = serviceEndpoints(conn, popts, &w, opts.Logger)
-	w = worker.New(conn.NC, conn.Queue, conn.Cache, opts)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			log.Warn("in-process worker", "err", err)
-		}
-	}
+	_, stop = client.StartWorker(conn, opts, app.ProducerOptions(cfg, opts.Logger))
+	return stop
 }
 
 // quietHandler drops records below Warn.
@@ -558,15 +491,4 @@ type quietHandler struct{ slog.Handler }
 // Enabled reports whether l is Warn or above and enabled by the handler.
 func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
-}
-
-// serviceVersion is the module's version for the micro service: the build's
-// module version, or "0.0.0" for a development build.
-func serviceVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v := strings.TrimPrefix(bi.Main.Version, "v"); v != "" && v != "(devel)" {
-			return v
-		}
-	}
-	return "0.0.0"
 }

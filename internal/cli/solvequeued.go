@@ -48,13 +48,14 @@ func solveQueued(cmd *cobra.Command, args []string, f *solveFlags) error {
 	}
 	log.Debug("solve: embedded NATS server", "cache", store)
 
-	wopts := workerOptions(cfg, log)
+	wopts := app.WorkerOptions(cfg, log)
 	wopts.Concurrency = f.workers
 	wopts.MaxNodes = f.maxNodes
-	stopWorker := startLocalWorker(ctx, wopts, log, conn)
+	stopWorker := startLocalWorker(conn, cfg, wopts, log)
 	defer stopWorker()
 
-	popts := producerOptions(cfg, log, false, f.first)
+	popts := app.ProducerOptions(cfg, log)
+	popts.FirstSolution = f.first
 	failed := func(err error) error {
 		if ctx.Err() != nil {
 			return &exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while reading %s", name)}

@@ -80,8 +80,8 @@ it later.`,
 				return err
 			}
 			defer conn.Close()
-			popts := producerOptions(cfg, log, force, first)
-			popts.Priority = priority
+			popts := app.ProducerOptions(cfg, log)
+			popts.Force, popts.FirstSolution, popts.Priority = force, first, priority
 			p := producer.New(conn.Queue, conn.Cache, popts)
 			failed := func(err error) error { return fmt.Errorf("%s: %w", name, err) }
 			if !wait {

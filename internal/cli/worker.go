@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sudoku-queue/sudoku-queue/client"
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
-	"github.com/sudoku-queue/sudoku-queue/worker"
 )
 
 func init() { addCommand(newWorkerCmd) }
@@ -49,7 +49,7 @@ closes its connections and exits 0.`,
 				return err
 			}
 			defer conn.Close()
-			logStart(log, "sudoku worker starting", cfg, "version", serviceVersion(), "stream", cfg.Queue.Stream,
+			logStart(log, "sudoku worker starting", cfg, "version", app.ServiceVersion(), "stream", cfg.Queue.Stream,
 				"concurrency", cfg.WorkerConcurrency())
 			ctx := cmd.Context()
 
@@ -73,14 +73,12 @@ closes its connections and exits 0.`,
 				}
 				log.Info("metrics: serving /metrics, /healthz and /readyz", "addr", srv.Addr())
 			}
-			opts := workerOptions(cfg, log)
+			opts := app.WorkerOptions(cfg, log)
 			opts.Signer = conn.Signer
 			if m != nil {
 				opts.Observer = m
 			}
-			var w *worker.Worker
-			opts.Endpoints = serviceEndpoints(conn, producerOptions(cfg, log, false, false), &w, log)
-			w = worker.New(conn.NC, conn.Queue, conn.Cache, opts)
+			w := client.NewWorker(conn, opts, app.ProducerOptions(cfg, log))
 			if srv == nil {
 				return w.Run(ctx)
 			}

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"bytes"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/spf13/cobra"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
@@ -30,90 +29,52 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
 
-// benchJobsFlags are the settings of 'sudoku bench jobs'.
-type benchJobsFlags struct {
-	jobs, puzzles, clients, owners, workers int
-	via, url, exe                           string
-	natsPID                                 int
-	deployment, json                        bool
-	settle, timeout                         time.Duration
-	seed                                    uint64
-}
-
-// Ways to submit a job, for --via.
+// Ways to submit a job, for JobsOptions.Via.
 const (
-	viaHTTP  = "http"
-	viaMicro = "micro"
-	viaCLI   = "cli"
+	// ViaHTTP posts to sudoku serve's POST /v1/jobs.
+	ViaHTTP = "http"
+	// ViaMicro requests the workers' NATS submit endpoint.
+	ViaMicro = "micro"
+	// ViaCLI runs one 'sudoku submit' process a job.
+	ViaCLI = "cli"
 )
 
-func newBenchJobsCmd() *cobra.Command {
-	var f benchJobsFlags
-	cmd := &cobra.Command{
-		Use:   "jobs FILE",
-		Short: "Measure what a job costs: many small jobs submitted at once",
-		Long: `Submit --jobs jobs of --puzzles puzzles each, made fresh from the puzzles of
-FILE (sudoku gen's symmetries, so none is cached), from --clients clients at
-once, over --via: http (POST /v1/jobs of sudoku serve at --url), micro (the
-workers' NATS submit endpoint) or cli (one 'sudoku submit' process a job).
-The jobs go to --owners owners in turn ("bench-0", "bench-1", ...: the
-X-Sudoku-Owner header, the submit subject, or job.owner).
-
-It reports the time to submit them all, the time until every one has ended
-(from a watch of the job records started before the first submission),
-jobs a second (jobs / that time), each job's time from its submission to
-its end (p50, p90), nats-server's CPU a job over the same time (read from
-/proc of --nats-pid, or of the process listening on nats.url's port when
-it runs on this host), and the consumers left on the work stream --settle
-after the last job ended.
-
-With --deployment it starts a private deployment for the run and stops it
-after: nats-server and redis-server on free loopback ports (both must be
-on PATH), 'sudoku serve' and --workers 'sudoku worker' processes of this
-binary. Without it, it uses the configured NATS and a running serve.`,
-		Example: `  sudoku bench jobs 17_clue.txt --deployment --jobs 1000 --puzzles 10 --clients 8
-  sudoku bench jobs 17_clue.txt --deployment --via micro --owners 4 --json
-  sudoku bench jobs 17_clue.txt --url http://127.0.0.1:8080 --nats-pid $(pidof nats-server)`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case f.jobs <= 0:
-				return usageErrorf("--jobs %d: want 1 or more", f.jobs)
-			case f.puzzles <= 0:
-				return usageErrorf("--puzzles %d: want 1 or more", f.puzzles)
-			case f.clients <= 0:
-				return usageErrorf("--clients %d: want 1 or more", f.clients)
-			case f.owners <= 0:
-				return usageErrorf("--owners %d: want 1 or more", f.owners)
-			case f.workers <= 0:
-				return usageErrorf("--workers %d: want 1 or more", f.workers)
-			case f.via != viaHTTP && f.via != viaMicro && f.via != viaCLI:
-				return usageErrorf("--via %q: want %s, %s or %s", f.via, viaHTTP, viaMicro, viaCLI)
-			}
-			return runBenchJobs(cmd, args[0], f)
-		},
-	}
-	fl := cmd.Flags()
-	fl.IntVar(&f.jobs, "jobs", 1000, "submit `N` jobs")
-	fl.IntVar(&f.puzzles, "puzzles", 10, "`K` puzzles a job")
-	fl.IntVar(&f.clients, "clients", 8, "`C` clients submitting at once")
-	fl.IntVar(&f.owners, "owners", 1, "spread the jobs over `O` owners")
-	fl.StringVar(&f.via, "via", viaHTTP, "submit over http, micro or cli")
-	fl.StringVar(&f.url, "url", "", "sudoku serve's base `URL` for --via http without --deployment (default http://serve.addr)")
-	fl.IntVar(&f.natsPID, "nats-pid", 0, "read nats-server's CPU from this `PID` (default: the listener of nats.url's port, on this host)")
-	fl.BoolVar(&f.deployment, "deployment", false, "start a private nats-server, redis-server, serve and --workers workers for the run")
-	fl.IntVar(&f.workers, "workers", 2, "with --deployment, the worker processes")
-	fl.StringVar(&f.exe, "exe", "", "run serve, the workers and --via cli's submits from this sudoku `binary` (default: this one), to compare builds")
-	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
-	fl.DurationVar(&f.settle, "settle", 5*time.Second, "wait this long after the last job ended before counting the consumers left")
-	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up when the jobs have not all ended after this long")
-	fl.Uint64Var(&f.seed, "seed", 0, "seed of the puzzles made from FILE (0: from the clock, so none is cached)")
-	config.AddKeyFlags(fl, keyNATSURL, keyRedisAddrs)
-	return cmd
+// JobsOptions say what Jobs measures and where.
+type JobsOptions struct {
+	// Config is the deployment's configuration (NATS, Redis, serve's
+	// token and address); with Deployment, its NATS and Redis are
+	// replaced by the private ones.
+	Config *config.Config
+	// Jobs jobs of Puzzles puzzles each, from Clients clients at once,
+	// spread over Owners owners ("bench-0", "bench-1", ...).
+	Jobs, Puzzles, Clients, Owners int
+	// Via is how a job is submitted: ViaHTTP, ViaMicro or ViaCLI.
+	Via string
+	// URL is sudoku serve's base URL for ViaHTTP without Deployment
+	// (default http:// and serve.addr).
+	URL string
+	// Exe is the sudoku binary run as serve, the workers and ViaCLI's
+	// submits (default: this process's executable).
+	Exe string
+	// NATSPID is nats-server's process, whose CPU is read (default: the
+	// listener of nats.url's port, on this host).
+	NATSPID int
+	// Deployment starts a private nats-server, redis-server, serve and
+	// Workers workers for the run.
+	Deployment bool
+	Workers    int
+	// Settle is the wait after the last job ended before counting the
+	// consumers left; Timeout bounds the whole run.
+	Settle, Timeout time.Duration
+	// Seed seeds the puzzles made from the base file (0: from the clock,
+	// so none is cached).
+	Seed uint64
+	// Stderr receives the private deployment's announcement.
+	Stderr io.Writer
 }
 
-// JobsBench are the figures of one 'sudoku bench jobs' run.
-type JobsBench struct {
+// JobsResult are the figures of one Jobs run.
+type JobsResult struct {
 	Jobs    int    `json:"jobs"`
 	Puzzles int    `json:"puzzles_per_job"`
 	Clients int    `json:"clients"`
@@ -148,31 +109,43 @@ type JobsBench struct {
 	Failed   int `json:"failed"`
 }
 
-func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+// Jobs submits o.Jobs jobs of o.Puzzles puzzles each, made fresh from
+// the puzzles of bases (a puzzle file named name; gen's symmetries, so
+// none is cached), from o.Clients clients at once, and measures the time
+// to submit them all, until every one has ended (from a watch of the job
+// records started before the first submission), each job's time,
+// nats-server's CPU and messages a job, the record writes a job, and the
+// consumers left o.Settle after the last job ended.
+func Jobs(ctx context.Context, bases io.Reader, name string, f JobsOptions) (*JobsResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
 	defer cancel()
-	cfg, _, err := loadConfig(cmd)
-	if err != nil {
-		return err
+	c := *f.Config
+	cfg := &c
+	if f.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		f.Exe = exe
 	}
-	bodies, err := benchBodies(file, f)
+	bodies, err := jobBodies(bases, name, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	natsPID, serveURL, monitor := f.natsPID, f.url, ""
-	if f.deployment {
-		d, err := startDeployment(ctx, f.exe, f.workers, cmd.ErrOrStderr())
+	natsPID, serveURL, monitor := f.NATSPID, f.URL, ""
+	if f.Deployment {
+		d, err := startDeployment(ctx, f.Exe, f.Workers, f.Stderr)
 		if d != nil {
 			defer d.stop()
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cfg.NATS.URL, cfg.Redis.Addrs = d.natsURL, []string{d.redisAddr}
 		natsPID, serveURL, monitor = d.natsPID, d.serveURL, d.monitor
 	} else {
 		if natsPID == 0 {
-			natsPID, _ = serverPIDs(cmd)
+			natsPID, _ = ServerPIDs(cfg)
 		}
 		if serveURL == "" {
 			serveURL = "http://" + cfg.Serve.Addr
@@ -180,7 +153,7 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 	}
 	conn, err := app.Open(ctx, cfg, app.OpenOptions{NoCache: true, NoConsumer: true}, discardLogger())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
 
@@ -189,38 +162,38 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 	ends := newJobEnds()
 	w, err := conn.Queue.Jobs.Watch(ctx, "*.*", jetstream.UpdatesOnly())
 	if err != nil {
-		return fmt.Errorf("bench: watch the job records: %w", err)
+		return nil, fmt.Errorf("bench: watch the job records: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
 	go ends.follow(w)
 
-	submit, err := benchSubmitter(cmd, cfg, conn, f, serveURL)
+	submit, err := submitter(cfg, conn, f, serveURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res := JobsBench{Jobs: f.jobs, Puzzles: f.puzzles, Clients: f.clients, Owners: f.owners, Via: f.via}
-	if f.deployment {
-		res.Workers = f.workers
+	res := &JobsResult{Jobs: f.Jobs, Puzzles: f.Puzzles, Clients: f.Clients, Owners: f.Owners, Via: f.Via}
+	if f.Deployment {
+		res.Workers = f.Workers
 	}
 	kvName := "KV_" + conn.Queue.Opts.JobsBucket()
 	kv0 := streamLastSeq(ctx, conn.Queue, kvName)
 	in0, out0, varzErr := natsVarz(monitor)
 	cpu0, start := procCPU(natsPID), time.Now()
-	submitted := make([]time.Time, f.jobs)
-	ids := make([]string, f.jobs)
+	submitted := make([]time.Time, f.Jobs)
+	ids := make([]string, f.Jobs)
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	var wg sync.WaitGroup
-	for range f.clients {
+	for range f.Clients {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= f.jobs || ctx.Err() != nil {
+				if i >= f.Jobs || ctx.Err() != nil {
 					return
 				}
 				submitted[i] = time.Now()
-				id, err := submit(ctx, benchOwner(i, f.owners), bodies[i])
+				id, err := submit(ctx, benchOwner(i, f.Owners), bodies[i])
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("bench: job %d: %w", i, err); cancel() })
 					return
@@ -232,27 +205,27 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return firstErr
+		return nil, firstErr
 	}
 	res.SubmitSeconds = time.Since(start).Seconds()
-	if err := ends.wait(ctx, f.jobs); err != nil {
-		return fmt.Errorf("bench: %d of %d jobs ended: %w", ends.count(), f.jobs, err)
+	if err := ends.wait(ctx, f.Jobs); err != nil {
+		return nil, fmt.Errorf("bench: %d of %d jobs ended: %w", ends.count(), f.Jobs, err)
 	}
 	lastEnd := ends.last()
 	res.FinishSeconds = lastEnd.Sub(start).Seconds()
 	if natsPID != 0 {
 		// The CPU until now, a little after the last end: at most a
 		// watch delivery's time more.
-		ms := float64((procCPU(natsPID) - cpu0).Microseconds()) / 1000 / float64(f.jobs)
+		ms := float64((procCPU(natsPID) - cpu0).Microseconds()) / 1000 / float64(f.Jobs)
 		res.NATSCPUPerJobMS = &ms
 	}
 	if in1, out1, err := natsVarz(monitor); err == nil && varzErr == nil {
-		in, out := float64(in1-in0)/float64(f.jobs), float64(out1-out0)/float64(f.jobs)
+		in, out := float64(in1-in0)/float64(f.Jobs), float64(out1-out0)/float64(f.Jobs)
 		res.NATSMsgsInPerJob, res.NATSMsgsOutPerJob = &in, &out
 	}
-	res.RecordWritesPerJob = float64(streamLastSeq(ctx, conn.Queue, kvName)-kv0) / float64(f.jobs)
-	res.JobsPerSecond = float64(f.jobs) / res.FinishSeconds
-	lat := make([]float64, f.jobs)
+	res.RecordWritesPerJob = float64(streamLastSeq(ctx, conn.Queue, kvName)-kv0) / float64(f.Jobs)
+	res.JobsPerSecond = float64(f.Jobs) / res.FinishSeconds
+	lat := make([]float64, f.Jobs)
 	for i, id := range ids {
 		e := ends.get(id)
 		lat[i] = e.at.Sub(submitted[i]).Seconds()
@@ -265,50 +238,46 @@ func runBenchJobs(cmd *cobra.Command, file string, f benchJobsFlags) error {
 	res.JobP50Seconds, res.JobP90Seconds = quantile(lat, 0.5), quantile(lat, 0.9)
 
 	select {
-	case <-time.After(f.settle):
+	case <-time.After(f.Settle):
 	case <-ctx.Done():
 	}
 	if res.ConsumersLeft, err = countConsumers(ctx, conn.Queue); err != nil {
-		return err
+		return nil, err
 	}
-	out := cmd.OutOrStdout()
-	if f.json {
-		enc := json.NewEncoder(out)
-		return enc.Encode(res)
-	}
+	return res, nil
+}
+
+// WriteText writes r on one line for people; settle is the wait before
+// the consumers were counted.
+func (r *JobsResult) WriteText(w io.Writer, settle time.Duration) error {
 	msgs := ""
-	if res.NATSMsgsInPerJob != nil {
-		msgs = fmt.Sprintf(", nats-server messages %.1f in, %.1f out", *res.NATSMsgsInPerJob, *res.NATSMsgsOutPerJob)
+	if r.NATSMsgsInPerJob != nil {
+		msgs = fmt.Sprintf(", nats-server messages %.1f in, %.1f out", *r.NATSMsgsInPerJob, *r.NATSMsgsOutPerJob)
 	}
 	cpu := "n/a (no nats-server process known: --nats-pid)"
-	if res.NATSCPUPerJobMS != nil {
-		cpu = fmt.Sprintf("%.3f ms", *res.NATSCPUPerJobMS)
+	if r.NATSCPUPerJobMS != nil {
+		cpu = fmt.Sprintf("%.3f ms", *r.NATSCPUPerJobMS)
 	}
-	fmt.Fprintf(out, "%d jobs of %d puzzles, %d clients via %s, %d owners: submitted in %.2f s; all ended after %.2f s "+
+	_, err := fmt.Fprintf(w, "%d jobs of %d puzzles, %d clients via %s, %d owners: submitted in %.2f s; all ended after %.2f s "+
 		"(%.0f jobs/s; a job p50 %.3f s, p90 %.3f s; %d finished, %d failed); nats-server CPU a job %s; consumers left after %s: %d; "+
 		"a job: %.1f record writes%s\n",
-		res.Jobs, res.Puzzles, res.Clients, res.Via, res.Owners, res.SubmitSeconds, res.FinishSeconds, res.JobsPerSecond,
-		res.JobP50Seconds, res.JobP90Seconds, res.Finished, res.Failed, cpu, f.settle, res.ConsumersLeft,
-		res.RecordWritesPerJob, msgs)
-	return nil
+		r.Jobs, r.Puzzles, r.Clients, r.Via, r.Owners, r.SubmitSeconds, r.FinishSeconds, r.JobsPerSecond,
+		r.JobP50Seconds, r.JobP90Seconds, r.Finished, r.Failed, cpu, settle, r.ConsumersLeft,
+		r.RecordWritesPerJob, msgs)
+	return err
 }
 
 // benchOwner is the owner of job i of the run.
 func benchOwner(i, owners int) string { return "bench-" + strconv.Itoa(i%owners) }
 
-// benchBodies makes the jobs' inputs: f.puzzles fresh puzzles each, one a
-// line, made from the puzzles of file.
-func benchBodies(file string, f benchJobsFlags) ([][]byte, error) {
-	fh, err := os.Open(file)
-	if err != nil {
-		return nil, usageErrorf("bench jobs: %w", pathless(err))
-	}
-	defer fh.Close()
-	bases, err := gen.ReadBases(fh)
+// jobBodies makes the jobs' inputs: f.Puzzles fresh puzzles each, one a
+// line, made from the puzzles of r (the file file).
+func jobBodies(r io.Reader, file string, f JobsOptions) ([][]byte, error) {
+	bases, err := gen.ReadBases(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	seed := f.seed
+	seed := f.Seed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
@@ -316,10 +285,10 @@ func benchBodies(file string, f benchJobsFlags) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	bodies := make([][]byte, f.jobs)
+	bodies := make([][]byte, f.Jobs)
 	for i := range bodies {
 		var b bytes.Buffer
-		for range f.puzzles {
+		for range f.Puzzles {
 			p, err := g.Next()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", file, err)
@@ -335,11 +304,11 @@ func benchBodies(file string, f benchJobsFlags) ([][]byte, error) {
 // submitFunc submits one job for owner and returns its id.
 type submitFunc func(ctx context.Context, owner string, body []byte) (string, error)
 
-// benchSubmitter returns the submit of f.via.
-func benchSubmitter(cmd *cobra.Command, cfg *config.Config, conn *app.Conn, f benchJobsFlags, serveURL string) (submitFunc, error) {
-	switch f.via {
-	case viaHTTP:
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: f.clients, MaxConnsPerHost: f.clients}}
+// submitter returns the submit of f.Via.
+func submitter(cfg *config.Config, conn *app.Conn, f JobsOptions, serveURL string) (submitFunc, error) {
+	switch f.Via {
+	case ViaHTTP:
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: f.Clients, MaxConnsPerHost: f.Clients}}
 		token := cfg.Serve.Token.Reveal()
 		if strings.Contains(token, "\n") || strings.Contains(token, " ") {
 			token = "" // principals' lines: not one token to send
@@ -367,7 +336,7 @@ func benchSubmitter(cmd *cobra.Command, cfg *config.Config, conn *app.Conn, f be
 			}
 			return sub.ID, nil
 		}, nil
-	case viaMicro:
+	case ViaMicro:
 		return func(ctx context.Context, owner string, body []byte) (string, error) {
 			subject := conn.Queue.Opts.SubmitSubject(owner)
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -386,10 +355,7 @@ func benchSubmitter(cmd *cobra.Command, cfg *config.Config, conn *app.Conn, f be
 			return sub.ID, nil
 		}, nil
 	default:
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
+		exe := f.Exe
 		env := append(os.Environ(), "SUDOKU_NATS_URL="+cfg.NATS.URL, "SUDOKU_REDIS_ADDRS="+strings.Join(cfg.Redis.Addrs, ","))
 		return func(ctx context.Context, owner string, body []byte) (string, error) {
 			c := exec.CommandContext(ctx, exe, "submit", "-")
