@@ -297,7 +297,7 @@ func envOf(opts Options) func(string) (string, bool) {
 func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
 	opts := app.WorkerOptions(c.cfg, c.log)
 	opts.Concurrency = n
-	w, stop := StartWorker(c.conn, opts, c.base)
+	w, stopRun := StartWorker(c.conn, opts, c.base)
 	c.base.Usage = w.Usage
 	stopped := make(chan struct{})
 	go func() {
@@ -309,7 +309,7 @@ func (c *Client) startWorker(n int, ready chan<- struct{}) (stop func()) {
 	}()
 	return func() {
 		close(stopped)
-		stop()
+		stopRun()
 	}
 }
 

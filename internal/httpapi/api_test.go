@@ -1258,36 +1258,6 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	}
 }
 
-func TestJSONLines(t *testing.T) {
-	for _, tt := range []struct {
-		in, out, err string
-	}{
-		{`[]`, "", ""},
-		{` [ "a" , "b" ] `, "a\nb\n", ""},
-		{`["` + strings.ReplaceAll(grid1, "\n", `\n`) + `"]`, puzzle1 + "\n", ""},
-		{`["x\ny"]`, "x y\n", ""},
-		{`["a", null]`, "a\n", "element 2: want a string"},
-		{`["a", ["b"]]`, "a\n", "element 2: want a string"},
-		{`"a"`, "", "want a JSON array"},
-		{``, "", "empty body"},
-		{`["a"`, "a\n", "not closed"},
-		{`["a"] x`, "a\n", "after the array"},
-		{`[1`, "", "element 1"},
-	} {
-		var sb strings.Builder
-		err := jsonLines(strings.NewReader(tt.in), &sb)
-		if sb.String() != tt.out {
-			t.Errorf("%s: wrote %q, want %q", tt.in, sb.String(), tt.out)
-		}
-		switch {
-		case tt.err == "" && err != nil:
-			t.Errorf("%s: %v", tt.in, err)
-		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("%s: error %v, want one with %q", tt.in, err, tt.err)
-		}
-	}
-}
-
 // TestJobIDs checks which ids the job routes take for one: an owner (1
 // to 64 letters, digits, '_' or '-'), a dot, and a serial of 1 to 32
 // characters of lower-case base32hex (job.NewID's), others a 400. A
@@ -1322,37 +1292,6 @@ func ExampleError() {
 	e := errorf(http.StatusNotFound, CodeJobNotFound, "no job %s", "anonymous.06h2")
 	fmt.Println(e)
 	// Output: job_not_found: no job anonymous.06h2
-}
-
-func TestHotCache(t *testing.T) {
-	c := newHotCache(4)
-	r := func(k string, st result.Status) result.Result { return result.Result{Key: k, Status: st, Line: 3} }
-	c.add("a", r("a", result.StatusUnique))
-	c.add("g", r("g", result.StatusGaveUp))
-	if _, ok := c.get("g"); ok {
-		t.Errorf("a gave_up result was kept")
-	}
-	if got, ok := c.get("a"); !ok || got.Line != 0 || got.Status != result.StatusUnique {
-		t.Errorf("get(a) = %+v, %v", got, ok)
-	}
-	c.add("b", r("b", result.StatusNone))     // cur: a b
-	c.add("c", r("c", result.StatusMultiple)) // old: a b; cur: c
-	if _, ok := c.get("a"); !ok {             // a moves to cur: c a
-		t.Errorf("a lost after one turn")
-	}
-	c.add("d", r("d", result.StatusUnique)) // old: c a; cur: d
-	c.add("e", r("e", result.StatusUnique)) // cur: d e
-	c.add("f", r("f", result.StatusUnique)) // old: d e; cur: f
-	for k, want := range map[string]bool{"a": false, "b": false, "c": false, "d": true, "e": true, "f": true} {
-		if _, ok := c.get(k); ok != want {
-			t.Errorf("get(%s): %v, want %v", k, ok, want)
-		}
-	}
-	var off *hotCache = newHotCache(-1)
-	off.add("a", r("a", result.StatusUnique))
-	if _, ok := off.get("a"); ok {
-		t.Errorf("a disabled cache hit")
-	}
 }
 
 // TestJobsListSkipsABrokenRecord stores a value that is not a record

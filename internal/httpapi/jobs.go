@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,7 +78,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 		done := make(chan struct{})
 		go func(src io.Reader) {
 			defer close(done)
-			pw.CloseWithError(jsonLines(src, pw))
+			pw.CloseWithError(input.JSONLines(src, pw))
 		}(body)
 		defer func() {
 			// Unblock the decoder if Submit stopped reading, and wait for it.
@@ -92,13 +91,13 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	// large, bad JSON, the upload broken off), or nil.
 	bodyError := func(err error) *Error {
 		var mbe *http.MaxBytesError
-		var je *jsonBodyError
+		var je *input.JSONError
 		rerr := raw.failure()
 		switch {
 		case errors.As(err, &mbe), errors.As(rerr, &mbe):
 			return tooLarge(s.opts.MaxBodyBytes, maxBodySetting)
 		case errors.As(err, &je):
-			return errorf(http.StatusBadRequest, CodeBadJSON, "%s", je.msg)
+			return errorf(http.StatusBadRequest, CodeBadJSON, "%s", je.Msg)
 		case rerr != nil:
 			return errorf(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", rerr)
 		}
@@ -186,67 +185,6 @@ func (b *bodyReader) failure() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.err
-}
-
-// jsonBodyError is a JSON body that is not an array of strings.
-type jsonBodyError struct{ msg string }
-
-func (e *jsonBodyError) Error() string { return "httpapi: " + e.msg }
-
-// jsonLines reads a JSON array of strings from r with a token stream and
-// writes each string to w as one line, so that input.Reader sees the
-// text format: element i is line i+1 (input.OneLine: a 9-line grid in its
-// one-line form, other line breaks turned into spaces). An empty element,
-// or one starting with '#', is skipped like a blank or comment line.
-// Errors from r (such as the size limit) are returned as they are; a body
-// of the wrong shape gives a *jsonBodyError that says where.
-func jsonLines(r io.Reader, w io.Writer) error {
-	dec := json.NewDecoder(r)
-	fail := func(format string, args ...any) error {
-		return &jsonBodyError{msg: fmt.Sprintf("body at byte %d: ", dec.InputOffset()) + fmt.Sprintf(format, args...)}
-	}
-	readErr := func(err error) error {
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &se):
-			return fail("not JSON: %v", err)
-		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-			return fail("the array is not closed")
-		}
-		return err
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return fail("empty body: want a JSON array of strings")
-		}
-		return readErr(err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return fail("want a JSON array of strings, found %v", tok)
-	}
-	var line []byte
-	for n := 1; dec.More(); n++ {
-		tok, err := dec.Token()
-		if err != nil {
-			return readErr(err)
-		}
-		el, ok := tok.(string)
-		if !ok {
-			return fail("element %d: want a string (one puzzle), found %v", n, tok)
-		}
-		line = append(append(line[:0], input.OneLine(el)...), '\n')
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return readErr(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fail("unexpected data after the array")
-	}
-	return nil
 }
 
 // boolParam reads an optional boolean query parameter.

@@ -44,6 +44,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
+	"github.com/sudoku-queue/sudoku-queue/internal/monitor"
 	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/telemetry"
@@ -176,8 +177,8 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *apiMetrics
-	hot     *hotCache
-	stats   *statsHub
+	hot     *cache.Hot
+	stats   *monitor.Monitor
 	// jetstream is /readyz's probe of JetStream.
 	jetstream *metrics.JetStreamProbe
 	// hosts and origins guard every request (guard.go).
@@ -225,7 +226,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		metrics:   newMetrics(),
-		hot:       newHotCache(opts.HotCacheSize),
+		hot:       cache.NewHot(opts.HotCacheSize),
 		jetstream: metrics.NewJetStreamProbe(q.JS, q.Opts.Stream),
 		hosts:     hosts,
 		origins:   origins,
@@ -233,7 +234,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		mux:       http.NewServeMux(),
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	if s.stats, err = newStatsHub(s); err != nil {
+	if s.stats, err = newMonitor(s); err != nil {
 		s.endStreams()
 		return nil, err
 	}
@@ -262,7 +263,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.endStreams()
-		s.stats.close()
+		s.stats.Close()
 	})
 }
 
@@ -470,7 +471,7 @@ func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) error {
 	if err := s.jetstream.Check(r.Context()); err != nil {
 		return notReady(err)
 	}
-	state, _ := s.cacheState()
+	state, _ := monitor.CacheState(s.cache)
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "cache": state})
 	return nil
 }

@@ -83,7 +83,7 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 
 // hotGet returns the result of key from the hot cache, counted as a hit.
 func (s *Server) hotGet(key string) (result.Result, bool) {
-	r, ok := s.hot.get(key)
+	r, ok := s.hot.Get(key)
 	if ok {
 		s.metrics.cacheLookups(1, 0)
 		r.Cached = true
@@ -100,7 +100,7 @@ func (s *Server) answered(key string, r result.Result) {
 		s.metrics.cacheLookups(0, 1)
 	}
 	r.Line = 0
-	s.hot.add(key, r)
+	s.hot.Add(key, r)
 }
 
 // readPuzzle returns the puzzle in the body of r: the body itself, or its

@@ -1,4 +1,4 @@
-package httpapi
+package cache
 
 import (
 	"sync"
@@ -6,9 +6,9 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 )
 
-// hotCache keeps the results this process has read or written lately, in
-// front of the cache, for the lookups of one puzzle (POST /v1/solve, GET
-// /v1/solutions): a hit costs no round trip to Redis, which is most of the
+// Hot keeps the results a process has read or written lately, in front
+// of the cache, for the lookups of one puzzle (POST /v1/solve, GET
+// /v1/solutions of sudoku serve): a hit costs no round trip to Redis, which is most of the
 // cost of such a lookup.
 //
 // It is safe because a puzzle's answer never changes: the key is the hash
@@ -22,23 +22,23 @@ import (
 // one is dropped; a hit in the old generation moves the entry to the
 // current one. So what is used stays, at the cost of a map per
 // generation. It is safe for concurrent use.
-type hotCache struct {
+type Hot struct {
 	mu       sync.Mutex
 	half     int
 	cur, old map[string]result.Result
 }
 
-// newHotCache returns a cache of at most size entries; nil (no cache)
-// when size < 2. A nil *hotCache is valid and never hits.
-func newHotCache(size int) *hotCache {
+// NewHot returns a cache of at most size entries; nil (no cache) when
+// size < 2. A nil *Hot is valid and never hits.
+func NewHot(size int) *Hot {
 	if size < 2 {
 		return nil
 	}
-	return &hotCache{half: size / 2, cur: make(map[string]result.Result)}
+	return &Hot{half: size / 2, cur: make(map[string]result.Result)}
 }
 
-// get returns the result of key, if kept.
-func (c *hotCache) get(key string) (result.Result, bool) {
+// Get returns the result of key, if kept.
+func (c *Hot) Get(key string) (result.Result, bool) {
 	if c == nil {
 		return result.Result{}, false
 	}
@@ -55,8 +55,8 @@ func (c *hotCache) get(key string) (result.Result, bool) {
 	return r, ok
 }
 
-// add keeps r under key, unless it is not final (gave_up).
-func (c *hotCache) add(key string, r result.Result) {
+// Add keeps r under key, unless it is not final (gave_up).
+func (c *Hot) Add(key string, r result.Result) {
 	if c == nil || key == "" || r.Status == result.StatusGaveUp {
 		return
 	}
@@ -66,7 +66,7 @@ func (c *hotCache) add(key string, r result.Result) {
 	c.addLocked(key, r)
 }
 
-func (c *hotCache) addLocked(key string, r result.Result) {
+func (c *Hot) addLocked(key string, r result.Result) {
 	if len(c.cur) >= c.half {
 		c.old, c.cur = c.cur, make(map[string]result.Result, c.half)
 	}
