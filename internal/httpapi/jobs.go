@@ -147,7 +147,7 @@ func (s *Server) postJobs(w http.ResponseWriter, r *http.Request) error {
 	if !opts.Force && s.cache.Enabled() {
 		// The producer looked the distinct puzzles up (a lookup the cache
 		// did not answer is a miss).
-		s.metrics.cacheLookups(sub.Cached, sub.Queued)
+		s.metrics.CacheLookups(sub.Cached, sub.Queued)
 	}
 	out := Submitted{Submitted: sub, Links: jobLinks(sub.ID)}
 	w.Header().Set("Location", out.Links.Self)

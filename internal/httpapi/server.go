@@ -176,7 +176,7 @@ type Server struct {
 	client  *client.Client
 	opts    Options
 	log     *slog.Logger
-	metrics *apiMetrics
+	metrics *metrics.API
 	hot     *cache.Hot
 	stats   *monitor.Monitor
 	// jetstream is /readyz's probe of JetStream.
@@ -225,7 +225,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		client:    client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c, Trust: opts.Trust}, producerOptions(opts)),
 		opts:      opts,
 		log:       opts.Logger,
-		metrics:   newMetrics(),
+		metrics:   metrics.NewAPI(),
 		hot:       cache.NewHot(opts.HotCacheSize),
 		jetstream: metrics.NewJetStreamProbe(q.JS, q.Opts.Stream),
 		hosts:     hosts,
@@ -239,7 +239,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.routes()
-	s.handler = s.metrics.instrument(s.mux)
+	s.handler = s.metrics.Instrument(s.mux)
 	// With tracing on, a SERVER span a request, named after its route.
 	s.handler = telemetry.HTTPHandler(s.handler, s.mux)
 	return s, nil
@@ -256,7 +256,7 @@ func producerOptions(o Options) producer.Options {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Registry returns the registry of the API's metrics, served at /metrics.
-func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry() }
 
 // Close ends the streams in progress and stops the statistics. It does
 // not close the queue or the cache. It is safe to call twice.
@@ -307,7 +307,7 @@ func (s *Server) routes() {
 	s.handle("GET /static/", publicRoute, s.getStatic)
 	s.handle("GET /healthz", probeRoute, s.getHealthz)
 	s.handle("GET /readyz", probeRoute, s.getReadyz)
-	s.mux.Handle("GET /metrics", s.guarded(s.metrics.handler()))
+	s.mux.Handle("GET /metrics", s.guarded(s.metrics.Handler()))
 }
 
 // handle registers h for pattern with the common parts of every answer:
@@ -340,14 +340,14 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 			boundBody(r, rc, deadline)
 			_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 		}
-		sw, ok := w.(*statusWriter)
+		_, ok := metrics.Status(w)
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
 				s.log.Error("httpapi: panic", "route", pattern, "panic", p, "stack", string(debug.Stack()))
-				if ok && sw.status == 0 {
+				if status, _ := metrics.Status(w); ok && status == 0 {
 					internalError(fmt.Errorf("panic: %v", p)).write(w)
 					return
 				}
@@ -368,7 +368,7 @@ func (s *Server) handle(pattern string, kind routeKind, h handlerFunc) {
 		default:
 			s.log.Debug("httpapi: bad request", "route", pattern, "code", e.Code, "err", err)
 		}
-		if ok && sw.status != 0 {
+		if status, _ := metrics.Status(w); ok && status != 0 {
 			// The answer has begun: the only way left to say it failed is to
 			// cut it short, so the client does not take it for complete.
 			panic(http.ErrAbortHandler)

@@ -85,7 +85,7 @@ func (s *Server) postSolve(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) hotGet(key string) (result.Result, bool) {
 	r, ok := s.hot.Get(key)
 	if ok {
-		s.metrics.cacheLookups(1, 0)
+		s.metrics.CacheLookups(1, 0)
 		r.Cached = true
 	}
 	return r, ok
@@ -95,9 +95,9 @@ func (s *Server) hotGet(key string) (result.Result, bool) {
 // cached), and keeps it in the hot cache.
 func (s *Server) answered(key string, r result.Result) {
 	if r.Cached {
-		s.metrics.cacheLookups(1, 0)
+		s.metrics.CacheLookups(1, 0)
 	} else {
-		s.metrics.cacheLookups(0, 1)
+		s.metrics.CacheLookups(0, 1)
 	}
 	r.Line = 0
 	s.hot.Add(key, r)
@@ -195,7 +195,7 @@ func (s *Server) writeCached(w http.ResponseWriter, r *http.Request, key string)
 		case errors.Is(err, client.ErrUnavailable):
 			return cacheUnavailable(errors.New("Redis is down or not configured"))
 		case err != nil:
-			s.metrics.cacheLookups(0, 1)
+			s.metrics.CacheLookups(0, 1)
 			return errorf(http.StatusNotFound, CodeSolutionNotFound,
 				"no cached result for key %s (POST /v1/solve to solve it)", key)
 		}

@@ -40,7 +40,7 @@ func newMonitor(s *Server) (*monitor.Monitor, error) {
 	return monitor.New(s.nc, s.q, s.cache, monitor.Options{
 		Interval: s.opts.StatsInterval,
 		History:  s.opts.StatsHistory,
-		Lookups:  func() (int64, int64) { return s.metrics.hitCount.Load(), s.metrics.missCount.Load() },
+		Lookups:  s.metrics.Lookups,
 		Render: func(ctx context.Context, owners []string) [][]byte {
 			shots := s.snapshots(ctx, false, owners)
 			out := make([][]byte, len(shots))
@@ -101,8 +101,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
 	owner := listOwner(callerOf(r))
 	ch, cancel := s.stats.Subscribe(owner)
 	defer cancel()
-	s.metrics.streams.Inc()
-	defer s.metrics.streams.Dec()
+	defer s.metrics.StreamStarted()()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -2,7 +2,7 @@
 // health endpoints: Worker turns the statistics the worker reports per
 // batch (worker.Observer) into counters and histograms on a registry of
 // its own, and Handler and Server serve them on /metrics next to /healthz
-// and /readyz.
+// and /readyz. API are the metrics of sudoku serve's HTTP API.
 //
 // Nothing here touches prometheus's global registry, so a process (or a
 // test) may have several Workers.

@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"bufio"
@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// apiMetrics are the API's Prometheus metrics, on a registry of their own
-// (with the Go runtime's and the process's collectors):
+// API are the Prometheus metrics of sudoku serve's HTTP API, on a
+// registry of their own (with the Go runtime's and the process's
+// collectors):
 //
 //	sudoku_api_requests_total{route,code}        requests answered, by route pattern and status code
 //	sudoku_api_request_duration_seconds{route}   histogram of the time to answer (streams: their whole life)
@@ -25,7 +26,7 @@ import (
 //
 // The route is the pattern that matched ("GET /v1/jobs/{id}"), so ids do
 // not make new series; requests no route matched count as "unmatched".
-type apiMetrics struct {
+type API struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
@@ -38,8 +39,9 @@ type apiMetrics struct {
 	missCount atomic.Int64
 }
 
-func newMetrics() *apiMetrics {
-	m := &apiMetrics{reg: prometheus.NewRegistry()}
+// NewAPI returns the API's metrics, at zero.
+func NewAPI() *API {
+	m := &API{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sudoku", Subsystem: "api", Name: "requests_total",
 		Help: "HTTP requests answered, by route pattern and status code.",
@@ -67,8 +69,8 @@ func newMetrics() *apiMetrics {
 	return m
 }
 
-// cacheLookups counts lookups in the cache: hits and misses.
-func (m *apiMetrics) cacheLookups(hits, misses int64) {
+// CacheLookups counts lookups in the cache: hits and misses.
+func (m *API) CacheLookups(hits, misses int64) {
 	if hits > 0 {
 		m.hits.Add(float64(hits))
 		m.hitCount.Add(hits)
@@ -79,14 +81,28 @@ func (m *apiMetrics) cacheLookups(hits, misses int64) {
 	}
 }
 
-// handler serves the registry in the Prometheus text format.
-func (m *apiMetrics) handler() http.Handler {
+// Lookups returns the hits and misses CacheLookups counted.
+func (m *API) Lookups() (hits, misses int64) { return m.hitCount.Load(), m.missCount.Load() }
+
+// StreamStarted counts a client following /v1/events until the returned
+// done is called.
+func (m *API) StreamStarted() (done func()) {
+	m.streams.Inc()
+	return m.streams.Dec
+}
+
+// Registry returns the registry of the metrics.
+func (m *API) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *API) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// instrument counts and times every request through next (a ServeMux,
-// which sets Request.Pattern on the request it is given).
-func (m *apiMetrics) instrument(next http.Handler) http.Handler {
+// Instrument counts and times every request through next (a ServeMux,
+// which sets Request.Pattern on the request it is given). The writer
+// next is given tells Status the status of its answer.
+func (m *API) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
@@ -113,6 +129,16 @@ func (m *apiMetrics) instrument(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// Status returns the status of the answer begun on w, a writer
+// Instrument gave (ok false for another): 0 while none is begun.
+func Status(w http.ResponseWriter) (status int, ok bool) {
+	sw, ok := w.(*statusWriter)
+	if !ok {
+		return 0, false
+	}
+	return sw.status, true
 }
 
 // statusWriter remembers the status of an answer. It passes Flush,
@@ -149,7 +175,7 @@ func (w *statusWriter) Flush() {
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	h, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {
-		return nil, nil, errors.New("httpapi: the response writer cannot be hijacked")
+		return nil, nil, errors.New("metrics: the response writer cannot be hijacked")
 	}
 	return h.Hijack()
 }
