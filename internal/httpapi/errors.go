@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/producer"
-	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // The error codes of the API: the "code" of an error body. They are
@@ -150,40 +150,9 @@ func errorf(status int, code, format string, args ...any) *Error {
 
 // badPuzzle returns the 400 for a puzzle that does not parse: the
 // solver's message, which names the line, column and cell, and the same
-// facts as details.
+// facts as details (result.ParseDetails).
 func badPuzzle(err error) *Error {
-	e := &Error{Status: http.StatusBadRequest, Code: CodeBadPuzzle, Message: err.Error()}
-	var pe *solver.ParseError
-	if !errors.As(err, &pe) {
-		return e
-	}
-	d := map[string]any{}
-	switch pe.Kind {
-	case solver.BadChar:
-		d["reason"] = "bad_char"
-		d["line"], d["column"], d["char"] = pe.Line, pe.Col, string(pe.Char)
-		if pe.Cell >= 0 && pe.Cell < 81 {
-			d["cell"] = solver.CellName(pe.Cell)
-		}
-	case solver.CellCount:
-		d["reason"] = "cell_count"
-		d["cells"] = pe.Cells
-		if pe.Line > 0 {
-			d["line"] = pe.Line
-		}
-	case solver.Conflict:
-		d["reason"] = "conflict"
-		d["digit"], d["unit"] = pe.Digit, pe.Unit.String()
-		d["cell"], d["cell2"] = solver.CellName(pe.Cell), solver.CellName(pe.Cell2)
-	case solver.BadDigit:
-		d["reason"] = "bad_digit"
-		d["cell"], d["digit"] = solver.CellName(pe.Cell), pe.Digit
-	case solver.TooLong:
-		d["reason"] = "too_long"
-		d["bytes"], d["max_bytes"] = pe.Len, solver.MaxInputLen
-	}
-	e.Details = d
-	return e
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadPuzzle, Message: err.Error(), Details: result.ParseDetails(err)}
 }
 
 // forbidden is the 403 of a caller refused what its ownership or its
