@@ -232,7 +232,6 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, c *client.Client, log
 		sum.Add(r)
 		return w.Write(r)
 	}, client.FollowOptions{Brief: out.format != result.JSONL, Progress: d.update})
-	rec := recordOf(&st)
 	d.close()
 	// Publishing goes on when only the wait stopped (wctx, or out's
 	// error): the job then runs on without this process.
@@ -248,14 +247,16 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, c *client.Client, log
 		err = cerr
 	}
 	if err != nil {
-		if rec.ID == "" {
-			rec = last.Record
+		state, lines := st.State, st.Lines
+		if st.ID == "" {
+			state, lines = last.Record.State, last.Record.Lines
 		}
-		if wo.started != nil && (rec.State == job.Publishing || rec.State == "") {
+		publishing := state == job.Publishing || state == ""
+		if wo.started != nil && publishing {
 			// Read before publishing ended: every line is published now.
-			rec.State, rec.Lines = job.Published, sub.Lines
+			lines, publishing = sub.Lines, false
 		}
-		written := writtenOf(int64(sum.Total()), &rec)
+		written := writtenOf(int64(sum.Total()), lines, publishing)
 		switch {
 		case ctx.Err() != nil && !wo.resumable:
 			fmt.Fprintf(stderr, "interrupted: job %s stopped with %s\n", id, written)
@@ -273,6 +274,7 @@ func waitAndWrite(ctx context.Context, cmd *cobra.Command, c *client.Client, log
 		}
 		return jobError(id, err)
 	}
+	rec := recordOf(&st)
 	fmt.Fprintln(stderr, summary(id, &rec, &sum, wo.timed, time.Now()))
 	if !sum.OK() {
 		return &exitError{code: ExitFailure}
@@ -359,23 +361,24 @@ func solving(p producer.Progress) string {
 	return "solving"
 }
 
-// recordOf is the part of a job's record that st shows.
+// recordOf is the part of a job's record that summary shows: its counts
+// and times.
 func recordOf(st *producer.Status) job.Record {
-	r := job.Record{ID: st.ID, State: st.State, Tally: st.Tally, Created: st.Created}
+	r := job.Record{ID: st.ID, Tally: st.Tally, Created: st.Created}
 	if st.Finished != nil {
 		r.Finished = *st.Finished
 	}
 	return r
 }
 
-// writtenOf says how many of a job's results were written: "12 of 40
-// results written", or "12 results written of the 40 lines submitted so
-// far" while its producer still publishes.
-func writtenOf(n int64, r *job.Record) string {
-	if r.State == job.Publishing || r.State == "" {
-		return fmt.Sprintf("%d results written of the %d lines submitted so far", n, r.Lines)
+// writtenOf says how many of a job's lines results were written: "12 of
+// 40 results written", or "12 results written of the 40 lines submitted
+// so far" while its producer still publishes.
+func writtenOf(n, lines int64, publishing bool) string {
+	if publishing {
+		return fmt.Sprintf("%d results written of the %d lines submitted so far", n, lines)
 	}
-	return fmt.Sprintf("%d of %d results written", n, r.Lines)
+	return fmt.Sprintf("%d of %d results written", n, lines)
 }
 
 // resumeCommand is the command that collects job id's results again from
