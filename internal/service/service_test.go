@@ -43,7 +43,7 @@ func endpoints(q *queue.Queue, c *cache.Guard, opts producer.Options) []worker.E
 }
 
 // startWorker runs a worker of q with the service's endpoints until the
-// test ends. As 'sudoku worker' does (internal/cli's serviceEndpoints),
+// test ends. As 'sudoku worker' does (client.NewWorker),
 // the endpoints ask the worker for an owner's usage, for its quotas.
 func startWorker(t *testing.T, nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts producer.Options) {
 	t.Helper()
