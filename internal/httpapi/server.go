@@ -103,7 +103,7 @@ type Options struct {
 	// (Quota, and Usage to count an owner's open jobs), and Owner, the
 	// server's own owner (default job.DefaultOwner), whose jobs callers
 	// without a principal of their own submit. Each job's Owner is its
-	// caller.
+	// caller; its Logger is Logger.
 	Producer producer.Options
 	// Trust is the worker keys whose proofs vouch for answers (config
 	// proof.trusted; producer.FollowOptions.Trust): nil trusts none, and
@@ -159,6 +159,7 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Producer.Logger = o.Logger
 	if o.HotCacheSize == 0 {
 		o.HotCacheSize = 1 << 15
 	}
@@ -222,7 +223,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 		nc:        q.JS.Conn(),
 		q:         q,
 		cache:     c,
-		client:    client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c, Trust: opts.Trust}, producerOptions(opts)),
+		client:    client.New(&app.Conn{NC: q.JS.Conn(), JS: q.JS, Queue: q, Cache: c, Trust: opts.Trust}, opts.Producer),
 		opts:      opts,
 		log:       opts.Logger,
 		metrics:   metrics.NewAPI(),
@@ -243,13 +244,6 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) (*Server, error) {
 	// With tracing on, a SERVER span a request, named after its route.
 	s.handler = telemetry.HTTPHandler(s.handler, s.mux)
 	return s, nil
-}
-
-// producerOptions are the settings of the jobs the server submits.
-func producerOptions(o Options) producer.Options {
-	p := o.Producer
-	p.Logger = o.Logger
-	return p
 }
 
 // Handler returns the HTTP handler of every route.
