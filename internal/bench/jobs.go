@@ -80,7 +80,7 @@ type JobsResult struct {
 	Clients int    `json:"clients"`
 	Owners  int    `json:"owners"`
 	Via     string `json:"via"`
-	// Workers is the worker processes of a --deployment run (0: not ours).
+	// Workers is the worker processes of a Deployment run (0: not ours).
 	Workers int `json:"workers,omitempty"`
 	// SubmitSeconds is the time from the first submission to the last
 	// one's answer; FinishSeconds until every job had ended.
@@ -94,11 +94,11 @@ type JobsResult struct {
 	// NATSCPUPerJobMS is nats-server's CPU over FinishSeconds, a job, in
 	// milliseconds; absent when its process is not known.
 	NATSCPUPerJobMS *float64 `json:"nats_cpu_per_job_ms,omitempty"`
-	// ConsumersLeft is the consumers on the work stream after --settle.
+	// ConsumersLeft is the consumers on the work stream after Settle.
 	ConsumersLeft int `json:"consumers_left"`
 	// RecordWritesPerJob is the writes to the jobs bucket (records and
 	// manifests) a job; NATSMsgsInPerJob and NATSMsgsOutPerJob the
-	// messages nats-server took in and sent out a job (with --deployment:
+	// messages nats-server took in and sent out a job (with Deployment:
 	// its /varz), over FinishSeconds.
 	RecordWritesPerJob float64  `json:"record_writes_per_job"`
 	NATSMsgsInPerJob   *float64 `json:"nats_msgs_in_per_job,omitempty"`
