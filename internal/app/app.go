@@ -389,6 +389,7 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 	if err != nil {
 		return jetStreamError(cfg.NATS.URL, c.Refusals.Explain(err))
 	}
+	c.Queue.Refusals = c.Refusals
 	if d := c.Queue.Differences; len(d) > 0 && !oo.ApplyQueue {
 		if oo.Worker {
 			return &queue.DifferencesError{Differences: d}
