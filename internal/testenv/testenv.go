@@ -41,12 +41,15 @@ const (
 // of this machine, so that no test writes the default proof key
 // (proof.default) into the real user's configuration, nor trusts a key
 // found there. A test that needs one of its own sets XDG_CONFIG_HOME to
-// a t.TempDir.
+// a t.TempDir (one under os.TempDir is left as it is, so that the
+// processes a test starts, this binary again, keep it).
 var ConfigHome = filepath.Join(os.TempDir(), "sudoku-queue-test-config")
 
 func init() {
 	// os.UserConfigDir reads it on Linux and the BSDs.
-	_ = os.Setenv("XDG_CONFIG_HOME", ConfigHome)
+	if !strings.HasPrefix(os.Getenv("XDG_CONFIG_HOME"), os.TempDir()+string(filepath.Separator)) {
+		_ = os.Setenv("XDG_CONFIG_HOME", ConfigHome)
+	}
 }
 
 // NATSURL returns the URL of the shared NATS server.
