@@ -81,8 +81,12 @@ type watcher struct {
 // *PermissionError as its cause (context.Cause), as soon as a refusal of
 // publishing to subject is noted on the connection: a request the server
 // refuses fails at once instead of at its timeout (NATS refuses without
-// answering). Call stop when the request is over.
+// answering). Call stop when the request is over. A nil Refusals
+// watches nothing.
 func (r *Refusals) Watch(ctx context.Context, subject string) (context.Context, context.CancelFunc) {
+	if r == nil {
+		return context.WithCancel(ctx)
+	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	w := &watcher{subject: subject, cancel: cancel}
 	r.mu.Lock()
