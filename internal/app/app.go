@@ -158,10 +158,12 @@ type Conn struct {
 	// Refusals are the permission violations NATS reported on NC
 	// (roles.Refusals.Explain adds the latest to an error).
 	Refusals *roles.Refusals
-	// Signer signs what a worker produces (proof.key; nil: none).
+	// Signer signs what a worker produces (proof.key, or for a worker
+	// with proof.default the default key; nil: none).
 	Signer *proof.Signer
 	// Trust is the worker keys a reader accepts proofs from
-	// (proof.trusted; nil: none, and readers solve to confirm).
+	// (proof.trusted, or with proof.default the default key's; nil:
+	// none, and readers solve to confirm).
 	Trust *proof.Trust
 
 	closers []func()
@@ -232,10 +234,7 @@ func Open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Log
 
 func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log *slog.Logger) error {
 	var err error
-	if c.Signer, err = proof.LoadSigner(cfg.Proof.Key); err != nil {
-		return err
-	}
-	if c.Trust, err = proof.LoadTrust(cfg.Proof.Trusted); err != nil {
+	if c.Signer, c.Trust, err = proofKeys(cfg.Proof, oo.Worker, log); err != nil {
 		return err
 	}
 	if !oo.NoNATS {
@@ -286,6 +285,50 @@ func (c *Conn) open(ctx context.Context, cfg *config.Config, oo OpenOptions, log
 	c.Cache = cache.NewGuard(rc, guardOpts)
 	c.closers = append(c.closers, func() { _ = rc.Close() })
 	return nil
+}
+
+// proofKeys returns a process's signer and trusted keys: the files
+// proof.key and proof.trusted name, or, for those unset and with
+// proof.default, the default key (proof.DefaultKeyPath), which a worker
+// makes on first use and a reader trusts once it exists. A worker that
+// cannot make it logs why and signs nothing: its readers confirm by
+// solving, as with no key.
+func proofKeys(pc config.ProofConfig, worker bool, log *slog.Logger) (*proof.Signer, *proof.Trust, error) {
+	signer, err := proof.LoadSigner(pc.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	trust, err := proof.LoadTrust(pc.Trusted)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !pc.Default || (pc.Key != "" && pc.Trusted != "") || (pc.Trusted != "" && !worker) {
+		return signer, trust, nil
+	}
+	path, err := proof.DefaultKeyPath()
+	if err != nil {
+		if worker && pc.Key == "" {
+			log.Warn("proof: no default key; signing nothing (set proof.key)", "err", err)
+		}
+		return signer, trust, nil
+	}
+	if worker && pc.Key == "" {
+		s, made, err := proof.LoadOrCreateKey(path)
+		switch {
+		case err != nil:
+			log.Warn("proof: cannot use the default key; signing nothing (set proof.key)", "path", path, "err", err)
+		case made:
+			signer = s
+			log.Info("proof: made the default key; readers of this user on this host trust it", "path", path, "key", proof.IDOf(s.PublicKey()))
+		default:
+			signer = s
+			log.Debug("proof: signing with the default key", "path", path, "key", proof.IDOf(s.PublicKey()))
+		}
+	}
+	if pc.Trusted == "" {
+		trust = proof.DefaultTrust(path)
+	}
+	return signer, trust, nil
 }
 
 // openNATS connects to NATS, or starts the embedded server, and sets the
@@ -346,6 +389,7 @@ func (c *Conn) openNATS(ctx context.Context, cfg *config.Config, oo OpenOptions,
 	if err != nil {
 		return jetStreamError(cfg.NATS.URL, c.Refusals.Explain(err))
 	}
+	c.Queue.Refusals = c.Refusals
 	if d := c.Queue.Differences; len(d) > 0 && !oo.ApplyQueue {
 		if oo.Worker {
 			return &queue.DifferencesError{Differences: d}

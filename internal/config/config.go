@@ -71,16 +71,24 @@ type Config struct {
 // reader (submit, job wait, get, serve, the Go client) takes a unique or
 // gave_up answer at its word only with a proof by a key in Trusted, and
 // without trusted keys confirms each by solving it again. `sudoku roles
-// init` writes both files.
+// init` writes both files. With neither set, Default makes a worker and
+// a reader of one user on one host agree with no set-up.
 type ProofConfig struct {
 	// Key is the worker's ed25519 private key, a PEM "PRIVATE KEY" file
-	// (PKCS #8). Empty: the worker signs nothing.
+	// (PKCS #8). Empty: the default key (Default), or nothing signed.
 	Key string `mapstructure:"key"`
 	// Trusted is a PEM file of the workers' public keys ("PUBLIC KEY"
 	// blocks) whose proofs readers accept. An answer without a proof by
-	// one of them (every one, when empty) has its unique or gave_up
-	// confirmed by solving.
+	// one of them has its unique or gave_up confirmed by solving. Empty:
+	// the default key's (Default), or none.
 	Trusted string `mapstructure:"trusted"`
+	// Default, on, stands the default key (proof.DefaultKeyPath: the
+	// user's configuration directory's sudoku-queue/proof_key.pem) in
+	// for an empty Key or Trusted: a worker signs with it, making it on
+	// first use, and a reader trusts its public key once it exists. Off,
+	// no key file is read or written: an empty Key signs nothing and an
+	// empty Trusted trusts none.
+	Default bool `mapstructure:"default"`
 }
 
 // QuotaConfig bounds what one owner may have queued (keys quota.*).
@@ -408,6 +416,9 @@ func Default() *Config {
 			JobsOpen:     DefaultJobsOpen,
 			LinesPending: DefaultLinesPending,
 			RequestBytes: DefaultRequestBytes,
+		},
+		Proof: ProofConfig{
+			Default: true,
 		},
 	}
 }

@@ -31,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 )
 
 // Header is the NATS header that carries a message's proof.
@@ -129,8 +131,19 @@ func replyMsg(data []byte) []byte {
 // Trust is the set of public keys a reader trusts. A nil or empty Trust
 // trusts no key: every proof is refused, and a reader confirms what it
 // cannot check by solving (Enabled says which).
+//
+// A Trust may also name a key file not read yet (DefaultTrust): the
+// default key of this host's workers, which a worker may make after the
+// reader started. It is read when a proof by a key not trusted yet comes,
+// until it has been read once.
 type Trust struct {
 	keys map[KeyID]ed25519.PublicKey
+	// pending, if set, is the private key file whose public key this
+	// Trust takes once it exists (DefaultTrust).
+	pending string
+	// late holds the key read from pending (*ed25519.PublicKey), once.
+	late atomic.Pointer[ed25519.PublicKey]
+	mu   sync.Mutex // serialises the reads of pending
 }
 
 // NewTrust returns a Trust of keys.
@@ -143,19 +156,29 @@ func NewTrust(keys ...ed25519.PublicKey) *Trust {
 }
 
 // With returns a Trust of t's keys and keys (t is left as it is; a nil
-// t has none).
+// t has none). A key file t waits for (DefaultTrust) the result waits
+// for too.
 func (t *Trust) With(keys ...ed25519.PublicKey) *Trust {
 	var all []ed25519.PublicKey
+	pending := ""
 	if t != nil {
 		for _, k := range t.keys {
 			all = append(all, k)
 		}
+		if k := t.late.Load(); k != nil {
+			all = append(all, *k)
+		} else {
+			pending = t.pending
+		}
 	}
-	return NewTrust(append(all, keys...)...)
+	n := NewTrust(append(all, keys...)...)
+	n.pending = pending
+	return n
 }
 
-// Enabled reports whether t trusts any key.
-func (t *Trust) Enabled() bool { return t != nil && len(t.keys) > 0 }
+// Enabled reports whether t trusts any key, or waits for a key file
+// (DefaultTrust).
+func (t *Trust) Enabled() bool { return t != nil && (len(t.keys) > 0 || t.pending != "") }
 
 // verify checks proof (as sign makes it) of msg.
 func (t *Trust) verify(proof string, msg []byte) error {
@@ -172,13 +195,42 @@ func (t *Trust) verify(proof string, msg []byte) error {
 	return t.verifyRaw(raw[:], msg)
 }
 
+// key returns the trusted key of id, reading the pending key file (once
+// it exists) when id is not among the keys read so far.
+func (t *Trust) key(id KeyID) (ed25519.PublicKey, bool) {
+	if k, ok := t.keys[id]; ok {
+		return k, true
+	}
+	if t.pending == "" {
+		return nil, false
+	}
+	k := t.late.Load()
+	if k == nil {
+		t.mu.Lock()
+		if k = t.late.Load(); k == nil {
+			// Not there yet (no worker made it) or unreadable: the
+			// next unknown key tries again.
+			if s, err := readPrivateKey(t.pending); err == nil {
+				pub := s.PublicKey()
+				t.late.Store(&pub)
+				k = &pub
+			}
+		}
+		t.mu.Unlock()
+	}
+	if k != nil && IDOf(*k) == id {
+		return *k, true
+	}
+	return nil, false
+}
+
 // verifyRaw checks raw, a decoded proof, of msg.
 func (t *Trust) verifyRaw(raw []byte, msg []byte) error {
 	if raw[0] != version {
 		return fmt.Errorf("%w: proof version %d", ErrUnproven, raw[0])
 	}
 	id := KeyID(raw[1:9])
-	pub, ok := t.keys[id]
+	pub, ok := t.key(id)
 	if !ok {
 		return fmt.Errorf("%w: signed by key %s, which is not trusted", ErrUnproven, id)
 	}
@@ -286,6 +338,11 @@ func LoadSigner(path string) (*Signer, error) {
 	if path == "" {
 		return nil, nil
 	}
+	return readPrivateKey(path)
+}
+
+// readPrivateKey reads the private key file path.
+func readPrivateKey(path string) (*Signer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("proof: proof.key: %w", err)

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -259,11 +260,34 @@ type Queue struct {
 	// Opts.Update (then they are what Setup changed).
 	Differences []Difference
 
+	// Refusals, if set, cuts short a request the server's permissions
+	// refuse (roles.Refusals.Watch): NATS refuses without answering, so
+	// the request would otherwise wait for its timeout.
+	Refusals RefusalWatcher
+
+	// resultsImmutable is set once a delete on the results stream was
+	// refused (roles on: only the admin may): PublishResults then asks no
+	// more.
+	resultsImmutable atomic.Bool
+
 	seqMu  sync.Mutex
 	seq    uint64    // the results stream's last sequence + 1, as last asked
 	seqAt  time.Time // when
 	seqErr error
 }
+
+// RefusalWatcher is what a Queue needs of roles.Refusals: a context
+// cancelled, with the refusal as its cause, as soon as the server refuses
+// a publish to subject on the connection.
+type RefusalWatcher interface {
+	Watch(ctx context.Context, subject string) (context.Context, context.CancelFunc)
+}
+
+// ErrResultsImmutable is matched (errors.Is) by PublishResults' error
+// when the results subject holds a message that does not answer the
+// batch and this user may not delete it (roles on: results are
+// immutable for every role but admin's).
+var ErrResultsImmutable = errors.New("the results stored do not answer the batch, and this user may not delete them")
 
 // resultsSeqFor is how long ResultsFrom reuses the results stream's
 // sequence it asked for: a reader that starts a little early only skips
@@ -732,11 +756,35 @@ func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Du
 		if deletes++; deletes > maxResultsDeletes {
 			return replaced, fmt.Errorf("results on %s keep being replaced by others that do not answer the batch", m.Subject)
 		}
-		if err := q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return replaced, fmt.Errorf("delete the results on %s that do not answer the batch: %w", m.Subject, err)
+		if err := q.deleteResults(ctx, rm.Sequence); err != nil {
+			return replaced, fmt.Errorf("delete the results on %s: %w", m.Subject, err)
 		}
 		replaced = true
 	}
+}
+
+// deleteResults deletes message seq of the results stream, unless a
+// delete was refused before (ErrResultsImmutable); a refusal fails it at
+// once (with Refusals set), and is remembered.
+func (q *Queue) deleteResults(ctx context.Context, seq uint64) error {
+	if q.resultsImmutable.Load() {
+		return ErrResultsImmutable
+	}
+	dctx, stop := ctx, context.CancelFunc(func() {})
+	if q.Refusals != nil {
+		dctx, stop = q.Refusals.Watch(ctx, "$JS.API.STREAM.MSG.DELETE."+q.Opts.ResultsStream())
+	}
+	err := q.Results.DeleteMsg(dctx, seq)
+	refused := context.Cause(dctx)
+	stop()
+	switch {
+	case err == nil || errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil
+	case ctx.Err() == nil && refused != nil && !errors.Is(refused, context.Canceled):
+		q.resultsImmutable.Store(true)
+		return fmt.Errorf("%w: %w", ErrResultsImmutable, refused)
+	}
+	return err
 }
 
 // maxResultsDeletes bounds the messages PublishResults deletes from one

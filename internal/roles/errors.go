@@ -62,11 +62,45 @@ var violation = regexp.MustCompile(`(?i)violation for (publish|subscription) to 
 // operation refused fails only later, often with a timeout: Explain adds
 // the refusal to that error. It is safe for concurrent use.
 type Refusals struct {
-	user   string
-	mu     sync.Mutex
-	last   *PermissionError
-	n      int
-	onNote func(*PermissionError)
+	user     string
+	mu       sync.Mutex
+	last     *PermissionError
+	n        int
+	onNote   func(*PermissionError)
+	watchers map[*watcher]struct{}
+}
+
+// watcher is a Watch: its context is cancelled when a publish to
+// subject is refused.
+type watcher struct {
+	subject string
+	cancel  context.CancelCauseFunc
+}
+
+// Watch returns a context of ctx that is cancelled, with the
+// *PermissionError as its cause (context.Cause), as soon as a refusal of
+// publishing to subject is noted on the connection: a request the server
+// refuses fails at once instead of at its timeout (NATS refuses without
+// answering). Call stop when the request is over. A nil Refusals
+// watches nothing.
+func (r *Refusals) Watch(ctx context.Context, subject string) (context.Context, context.CancelFunc) {
+	if r == nil {
+		return context.WithCancel(ctx)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	w := &watcher{subject: subject, cancel: cancel}
+	r.mu.Lock()
+	if r.watchers == nil {
+		r.watchers = map[*watcher]struct{}{}
+	}
+	r.watchers[w] = struct{}{}
+	r.mu.Unlock()
+	return wctx, func() {
+		r.mu.Lock()
+		delete(r.watchers, w)
+		r.mu.Unlock()
+		cancel(context.Canceled)
+	}
 }
 
 // OnNote makes f be called with each refusal Note records, after it is
@@ -91,11 +125,13 @@ func (r *Refusals) Note(err error) (pe *PermissionError, ok bool) {
 	if !errors.Is(err, nats.ErrPermissionViolation) {
 		return nil, false
 	}
-	what := "an operation"
+	what, published := "an operation", ""
 	if m := violation.FindStringSubmatch(err.Error()); m != nil {
 		verb := "publish to"
 		if m[1] == "subscription" || m[1] == "Subscription" {
 			verb = "subscribe to"
+		} else {
+			published = m[2]
 		}
 		what = fmt.Sprintf("%s %q", verb, m[2])
 	}
@@ -103,6 +139,11 @@ func (r *Refusals) Note(err error) (pe *PermissionError, ok bool) {
 	r.mu.Lock()
 	r.last, r.n = pe, r.n+1
 	f := r.onNote
+	for w := range r.watchers {
+		if published != "" && w.subject == published {
+			w.cancel(pe)
+		}
+	}
 	r.mu.Unlock()
 	last.Store(pe)
 	if f != nil {

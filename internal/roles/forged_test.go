@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,11 +183,18 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 			}
 
 			// A job the worker answers, with its key: taken on its proof.
-			w := worker.New(wk.nc, wq, noCache, worker.Options{Signer: signer, Logger: quiet, Concurrency: 2, ShutdownTimeout: 2 * time.Second})
+			wlog := &recordLog{}
+			w := worker.New(wk.nc, wq, noCache, worker.Options{Signer: signer, Logger: slog.New(wlog), Concurrency: 2, ShutdownTimeout: 2 * time.Second})
 			wctx, wstop := context.WithCancel(ctx)
 			wdone := make(chan error, 1)
 			go func() { wdone <- w.Run(wctx) }()
-			defer func() { wstop(); <-wdone }()
+			stopped := false
+			defer func() {
+				if !stopped {
+					wstop()
+					<-wdone
+				}
+			}()
 			id2 := submit(text)
 			var got []result.Result
 			rec, err := producer.Follow(ctx, aq, id2, func(r result.Result) error { got = append(got, r); return nil },
@@ -197,8 +205,77 @@ func TestForgedAnswersWithRolesOn(t *testing.T) {
 			if len(got) != 10 || rec.Counts[result.StatusMultiple] != 5 || rec.Counts[result.StatusUnique] != 5 {
 				t.Errorf("the worker's job: %d results, counts %v; want 10, 5 multiple and 5 unique", len(got), rec.Counts)
 			}
+
+			// The worker met the forgery on the first job's results and
+			// may not delete it: it says so at once (its delete refused)
+			// and hands the batch back, instead of waiting for the
+			// delete's 30 s deadline with the batch in work; so it stops
+			// within its drain, with nothing refused meanwhile. (It used
+			// to sit out the shutdown timeout: 30 s by default.)
+			if !wlog.wait(ctx, func(r string) bool {
+				return strings.Contains(r, "batch failed") && strings.Contains(r, queue.ErrResultsImmutable.Error())
+			}) {
+				t.Fatalf("the worker never said that the forged results cannot be deleted:\n%s", wlog)
+			}
+			refusals := wk.ref.Count()
+			wstop()
+			if err := <-wdone; err != nil {
+				t.Errorf("worker: %v", err)
+			}
+			stopped = true
+			if wlog.has(func(r string) bool { return strings.Contains(r, "shutdown timeout") }) {
+				t.Errorf("the worker abandoned batches at its shutdown:\n%s", wlog)
+			}
+			if n := wk.ref.Count(); n != refusals {
+				t.Errorf("%d operations of the worker refused while it stopped:\n%s", n-refusals, wlog)
+			}
 		})
 	}
+}
+
+// recordLog is a slog handler that keeps each record as a line of text.
+type recordLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *recordLog) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recordLog) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *recordLog) WithGroup(string) slog.Handler            { return r }
+func (r *recordLog) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Level.String() + " " + rec.Message)
+	rec.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	r.mu.Lock()
+	r.lines = append(r.lines, b.String())
+	r.mu.Unlock()
+	return nil
+}
+
+// has reports whether a record kept so far matches.
+func (r *recordLog) has(match func(string) bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.lines, match)
+}
+
+// wait waits until a record matches, or ctx ends (false).
+func (r *recordLog) wait(ctx context.Context, match func(string) bool) bool {
+	for !r.has(match) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// String returns the records, a line each.
+func (r *recordLog) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
 }
 
 // forge returns results of job id's two batches with their right

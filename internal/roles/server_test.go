@@ -148,7 +148,12 @@ func (d *deployment) connect(t *testing.T, user string) *client {
 func (c *client) setup(ctx context.Context, update, noConsumer bool) (*queue.Queue, error) {
 	o := opts
 	o.Update, o.NoConsumer = update, noConsumer
-	return queue.Setup(ctx, c.js, o)
+	q, err := queue.Setup(ctx, c.js, o)
+	if err != nil {
+		return nil, err
+	}
+	q.Refusals = c.ref // as app.Open sets it
+	return q, nil
 }
 
 func ctx10(t *testing.T) context.Context {

@@ -35,6 +35,23 @@ const (
 	DefaultRedisAddr = "127.0.0.1:6379"
 )
 
+// ConfigHome is the user's configuration directory ($XDG_CONFIG_HOME)
+// of every test binary that imports testenv and of the processes its
+// tests start: a directory under os.TempDir, shared by the test binaries
+// of this machine, so that no test writes the default proof key
+// (proof.default) into the real user's configuration, nor trusts a key
+// found there. A test that needs one of its own sets XDG_CONFIG_HOME to
+// a t.TempDir (one under os.TempDir is left as it is, so that the
+// processes a test starts, this binary again, keep it).
+var ConfigHome = filepath.Join(os.TempDir(), "sudoku-queue-test-config")
+
+func init() {
+	// os.UserConfigDir reads it on Linux and the BSDs.
+	if !strings.HasPrefix(os.Getenv("XDG_CONFIG_HOME"), os.TempDir()+string(filepath.Separator)) {
+		_ = os.Setenv("XDG_CONFIG_HOME", ConfigHome)
+	}
+}
+
 // NATSURL returns the URL of the shared NATS server.
 func NATSURL() string { return envOr("SUDOKU_TEST_NATS_URL", DefaultNATSURL) }
 
