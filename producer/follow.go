@@ -98,7 +98,7 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts}
+	f := &follower{q: q, jobs: q.Store(), id: id, out: out, opts: opts}
 	if err := f.readRecord(ctx); err != nil {
 		return f.rec, err
 	}

@@ -612,7 +612,7 @@ const strayEvery = 2 * time.Second
 // unseen in the stream. It also fails stale jobs and recounts jobs whose
 // counts were lost.
 func (s *schedule) sweep(ctx context.Context) {
-	store := job.NewStore(s.q.JS, s.q.Jobs)
+	store := s.q.Store()
 	t := time.NewTicker(strayEvery)
 	defer t.Stop()
 	for {

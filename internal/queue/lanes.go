@@ -469,7 +469,7 @@ func (o Options) dropSharedConsumer(ctx context.Context, js jetstream.JetStream)
 
 // JobLane returns the lane of job id, read from its record.
 func (q *Queue) JobLane(ctx context.Context, id string) (Lane, error) {
-	r, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	r, _, err := q.Store().Get(ctx, id)
 	if err != nil {
 		return Lane{}, fmt.Errorf("queue: job %s: %w", id, err)
 	}

@@ -254,6 +254,10 @@ type Queue struct {
 	Results jetstream.Stream
 	// Jobs is the jobs bucket.
 	Jobs jetstream.KeyValue
+	// Records, when set, is the jobs bucket behind the job.Bucket seam
+	// that Store uses instead of Jobs: a job.MemBucket in tests (see
+	// InMemory).
+	Records job.Bucket
 	// Differences are the settings in which the streams and the bucket
 	// that existed differ from Opts: left as they are, unless
 	// Opts.Update (then they are what Setup changed).
