@@ -62,13 +62,23 @@ type Bucket interface {
 	// Replicated reports whether a change may be lost on the way (a
 	// cluster's bucket: see Store.ApplyConfirmed).
 	Replicated(ctx context.Context) bool
+	// Watch follows the keys filter matches until ctx is done: it sends
+	// the last value of each key that has one, in the order of their
+	// revisions, then the zero Entry (the values there were are all
+	// sent), then every change as it is made, in order: a Purge as an
+	// Entry with Deleted set. RemoveTree is no change a watch sees (a
+	// purge of a stream sends none). The channel is closed when the
+	// watch stops: ctx done, or the watch lost.
+	Watch(ctx context.Context, filter string) (<-chan Entry, error)
 }
 
-// Entry is a key's value in a Bucket at its revision.
+// Entry is a key's value in a Bucket at its revision. Deleted is set on
+// a watch's Entry of a key purged.
 type Entry struct {
 	Key      string
 	Value    []byte
 	Revision uint64
+	Deleted  bool
 }
 
 // ErrExists is matched by the error of Create when the key has a value.
@@ -190,6 +200,41 @@ func (b *KVBucket) Values(ctx context.Context, filter string) ([]Entry, error) {
 		}
 		out = append(out, Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()})
 	}
+}
+
+// Watch is Bucket.Watch: a watch of the bucket (jetstream's
+// KeyValue.Watch), its entries passed on.
+func (b *KVBucket) Watch(ctx context.Context, filter string) (<-chan Entry, error) {
+	w, err := b.kv.Watch(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Entry)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			var e Entry
+			select {
+			case <-ctx.Done():
+				return
+			case kve, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if kve != nil {
+					e = Entry{Key: kve.Key(), Value: kve.Value(), Revision: kve.Revision(),
+						Deleted: kve.Operation() != jetstream.KeyValuePut}
+				}
+			}
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // replicatedBuckets caches KVBucket.Replicated by bucket name (a bucket's

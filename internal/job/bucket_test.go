@@ -197,6 +197,69 @@ var bucketContract = []struct {
 			}
 		}
 	}},
+	{"watch", func(t *testing.T, ctx context.Context, b job.Bucket) {
+		put := func(k string) uint64 {
+			t.Helper()
+			rev, err := b.Put(ctx, k, []byte("v "+k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rev
+		}
+		put("alice.a")
+		put("alice.a.m.0") // not watched: a manifest's key
+		rc := put("bob.c")
+		rb := put("alice.b")
+		ra := put("alice.a") // alice.a's last value, after the others'
+		wctx, stop := context.WithCancel(ctx)
+		w, err := b.Watch(wctx, "*.*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := func() job.Entry {
+			t.Helper()
+			select {
+			case e, ok := <-w:
+				if !ok {
+					t.Fatal("the watch closed")
+				}
+				return e
+			case <-ctx.Done():
+				t.Fatal("no entry from the watch")
+			}
+			return job.Entry{}
+		}
+		expect := func(what string, want job.Entry) {
+			t.Helper()
+			e := next()
+			if e.Key != want.Key || e.Revision != want.Revision || e.Deleted != want.Deleted ||
+				!want.Deleted && want.Key != "" && string(e.Value) != "v "+want.Key {
+				t.Fatalf("%s: watched %+v, want %+v", what, e, want)
+			}
+		}
+		expect("first value", job.Entry{Key: "bob.c", Revision: rc})
+		expect("second value", job.Entry{Key: "alice.b", Revision: rb})
+		expect("third value", job.Entry{Key: "alice.a", Revision: ra})
+		expect("the values read", job.Entry{})
+		rd := put("carol.d")
+		expect("a new key", job.Entry{Key: "carol.d", Revision: rd})
+		put("carol.d.m.0") // not watched
+		if err := b.Purge(ctx, "alice.b"); err != nil {
+			t.Fatal(err)
+		}
+		e := next()
+		if e.Key != "alice.b" || !e.Deleted || e.Revision <= rd {
+			t.Fatalf("purge: watched %+v, want alice.b deleted", e)
+		}
+		if err := b.RemoveTree(ctx, "bob.c"); err != nil {
+			t.Fatal(err)
+		}
+		ra = put("alice.a")
+		expect("a change after a tree removed (unseen)", job.Entry{Key: "alice.a", Revision: ra})
+		stop()
+		for range w { // closed once stopped
+		}
+	}},
 	{"not replicated", func(t *testing.T, ctx context.Context, b job.Bucket) {
 		if b.Replicated(ctx) {
 			t.Fatal("a bucket on one server (or in memory) taken for a replicated one")

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -18,9 +19,10 @@ import (
 // that moves the key's revision on. It is never replicated. The zero
 // value is an empty bucket; it is safe for concurrent use.
 type MemBucket struct {
-	mu   sync.Mutex
-	seq  uint64
-	keys map[string]memEntry
+	mu      sync.Mutex
+	seq     uint64
+	keys    map[string]memEntry
+	watches map[*memWatch]struct{}
 }
 
 // memEntry is a key's last write: its value, or the marker of a purge.
@@ -98,6 +100,7 @@ func (b *MemBucket) write(ctx context.Context, key string, value []byte, ok func
 		b.keys = map[string]memEntry{}
 	}
 	b.keys[key] = memEntry{value: slices.Clone(value), rev: b.seq}
+	b.notifyLocked(Entry{Key: key, Value: slices.Clone(value), Revision: b.seq})
 	return b.seq, nil
 }
 
@@ -116,6 +119,7 @@ func (b *MemBucket) Purge(ctx context.Context, key string) error {
 		b.keys = map[string]memEntry{}
 	}
 	b.keys[key] = memEntry{rev: b.seq, purged: true}
+	b.notifyLocked(Entry{Key: key, Revision: b.seq, Deleted: true})
 	return nil
 }
 
@@ -149,6 +153,81 @@ func (b *MemBucket) Values(ctx context.Context, filter string) ([]Entry, error) 
 		}
 	}
 	return out, nil
+}
+
+// Watch is Bucket.Watch.
+func (b *MemBucket) Watch(ctx context.Context, filter string) (<-chan Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &memWatch{filter: filter, wake: make(chan struct{}, 1)}
+	b.mu.Lock()
+	for k, e := range b.keys {
+		if !e.purged && matchKey(filter, k) {
+			w.queue = append(w.queue, Entry{Key: k, Value: slices.Clone(e.value), Revision: e.rev})
+		}
+	}
+	slices.SortFunc(w.queue, func(x, y Entry) int { return cmp.Compare(x.Revision, y.Revision) })
+	w.queue = append(w.queue, Entry{})
+	if b.watches == nil {
+		b.watches = map[*memWatch]struct{}{}
+	}
+	b.watches[w] = struct{}{}
+	b.mu.Unlock()
+	out := make(chan Entry)
+	go func() {
+		defer close(out)
+		defer func() {
+			b.mu.Lock()
+			delete(b.watches, w)
+			b.mu.Unlock()
+		}()
+		for {
+			w.mu.Lock()
+			q := w.queue
+			w.queue = nil
+			w.mu.Unlock()
+			for _, e := range q {
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case <-w.wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// memWatch is a watch of a MemBucket: the changes not yet sent, and a
+// token when there are.
+type memWatch struct {
+	filter string
+	mu     sync.Mutex
+	queue  []Entry
+	wake   chan struct{}
+}
+
+// notifyLocked queues e for the watches of its key; b.mu is held.
+func (b *MemBucket) notifyLocked(e Entry) {
+	for w := range b.watches {
+		if !matchKey(w.filter, e.Key) {
+			continue
+		}
+		e.Value = slices.Clone(e.Value) // each its own
+		w.mu.Lock()
+		w.queue = append(w.queue, e)
+		w.mu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Replicated is Bucket.Replicated: never.

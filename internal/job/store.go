@@ -308,3 +308,12 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Watch follows the job records (not the manifests) until ctx is done:
+// the records there are, the zero Entry, then every change
+// (Bucket.Watch).
+func (s *Store) Watch(ctx context.Context) (<-chan Entry, error) {
+	// A record's key is the job's id, two tokens (owner and serial); the
+	// manifests' keys have four.
+	return s.b.Watch(ctx, "*.*")
+}
