@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
@@ -179,7 +177,7 @@ func Remove(ctx context.Context, q *queue.Queue, id string) error {
 	if err := q.EndWork(ctx, id, queue.LaneOf(&rec)); err != nil {
 		return err
 	}
-	if err := q.Results.Purge(ctx, jetstream.WithPurgeSubject(q.Opts.ResultsFilter(id))); err != nil {
+	if err := q.ResultStore().Purge(ctx, q.Opts.ResultsFilter(id)); err != nil {
 		return fmt.Errorf("job %s: remove its results: %w", id, err)
 	}
 	return q.Store().Delete(ctx, id)

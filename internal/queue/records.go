@@ -14,10 +14,12 @@ func (q *Queue) Store() *job.Store {
 }
 
 // InMemory returns a queue of options o whose jobs bucket is a new
-// job.MemBucket and which has no server: for tests of the job logic
-// (records, their transitions, statuses, listings) without one. What
-// needs a stream (JS, Results) finds nil.
+// job.MemBucket and whose results stream is a new MemResults, and which
+// has no server: for tests of the job logic (records, their
+// transitions, statuses, listings, results stored and counted) without
+// one. What needs the work stream or a connection (JS, Results, Jobs)
+// finds nil.
 func InMemory(o Options) *Queue {
 	o.defaults()
-	return &Queue{Opts: o, Records: job.NewMemBucket()}
+	return &Queue{Opts: o, Records: job.NewMemBucket(), Answers: &MemResults{}}
 }

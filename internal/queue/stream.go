@@ -258,6 +258,10 @@ type Queue struct {
 	// that Store uses instead of Jobs: a job.MemBucket in tests (see
 	// InMemory).
 	Records job.Bucket
+	// Answers, when set, is the results stream behind the ResultStore
+	// seam that ResultStore returns instead of Results: a MemResults in
+	// tests.
+	Answers ResultStore
 	// Differences are the settings in which the streams and the bucket
 	// that existed differ from Opts: left as they are, unless
 	// Opts.Update (then they are what Setup changed).
@@ -713,18 +717,19 @@ func IsWrongLastSequence(err error) bool {
 // for its ack (an ack lost with a server restart is not awaited for the
 // whole of ctx); replaced reports a message deleted.
 func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Duration, same func(stored []byte) bool) (replaced bool, err error) {
+	rs := q.ResultStore()
 	for deletes := 0; ; {
 		pctx, cancel := context.WithTimeout(ctx, attempt)
-		_, err := q.JS.PublishMsg(pctx, m, ExpectResults())
+		_, err := rs.Publish(pctx, m)
 		cancel()
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			continue
 		}
-		if err == nil || !IsWrongLastSequence(err) {
+		if err == nil || !errors.Is(err, ErrResultsExist) {
 			return replaced, err
 		}
-		rm, gerr := q.Results.GetLastMsgForSubject(ctx, m.Subject)
-		if errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		rm, gerr := rs.Last(ctx, m.Subject)
+		if errors.Is(gerr, ErrNoResults) {
 			continue // deleted meanwhile
 		}
 		if gerr != nil {
@@ -736,7 +741,7 @@ func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Du
 		if deletes++; deletes > maxResultsDeletes {
 			return replaced, fmt.Errorf("results on %s keep being replaced by others that do not answer the batch", m.Subject)
 		}
-		if err := q.Results.DeleteMsg(ctx, rm.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := rs.Delete(ctx, rm.Sequence); err != nil && !errors.Is(err, ErrNoResults) {
 			return replaced, fmt.Errorf("delete the results on %s that do not answer the batch: %w", m.Subject, err)
 		}
 		replaced = true
