@@ -232,13 +232,16 @@ func TestScheduleInMemory(t *testing.T) {
 type memMsg struct {
 	subject string
 	data    []byte
+	// delivered is the delivery's number (0: 1); pending the lane's
+	// messages after it.
+	delivered, pending uint64
 
 	mu                         sync.Mutex
 	acked, naked, termed, beat int
 }
 
 func (m *memMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{NumDelivered: 1, Timestamp: time.Now()}, nil
+	return &jetstream.MsgMetadata{NumDelivered: max(1, m.delivered), NumPending: m.pending, Timestamp: time.Now()}, nil
 }
 func (m *memMsg) Data() []byte                     { return m.data }
 func (m *memMsg) Headers() nats.Header             { return nats.Header{} }
@@ -258,16 +261,163 @@ func (m *memMsg) counts() (acked, naked, termed int) {
 	return m.acked, m.naked, m.termed
 }
 
-// newWorkMsg returns batch index of job rec, of one puzzle, as its lane
-// delivers it.
-func newWorkMsg(q *queue.Queue, rec job.Record, index uint64) *memMsg {
-	g, err := solver.Parse("53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79")
+// puzzle is the one puzzle of each batch of these tests.
+const puzzle = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
+
+// workBatch returns batch index of job id: one puzzle, line index+1.
+func workBatch(id string, index uint64) job.Batch {
+	g, err := solver.Parse(puzzle)
 	if err != nil {
 		panic(err)
 	}
-	b := job.Batch{Job: rec.ID, Index: index, First: 10 * index, Items: []job.Item{{Line: 1, Kind: job.Solve, Grid: g}}}
+	return job.Batch{Job: id, Index: index, First: index, Items: []job.Item{{Line: int(index) + 1, Kind: job.Solve, Grid: g}}}
+}
+
+// newWorkMsg returns batch index of job rec as its lane delivers it.
+func newWorkMsg(q *queue.Queue, rec job.Record, index uint64) *memMsg {
+	b := workBatch(rec.ID, index)
 	m := q.Opts.WorkMsg(&b, queue.LaneOf(&rec))
 	return &memMsg{subject: m.Subject, data: m.Data}
+}
+
+// manifestedJob stores the record of a new published job of alice's of
+// the given number of batches (workBatch's), their digests in it (as a
+// small job's are).
+func manifestedJob(t *testing.T, q *queue.Queue, batches int64) job.Record {
+	t.Helper()
+	now := time.Now()
+	rec := job.NewRecord(job.NewID("alice"), job.Options{}, now)
+	rec.Lines, rec.Queued, rec.Batches = batches, batches, batches
+	var m job.Manifest
+	for i := range uint64(batches) {
+		b := workBatch(rec.ID, i)
+		m.Digests = append(m.Digests, b.ComputeDigest())
+	}
+	rec.Manifest = m.Encode()
+	rec.Publish(now)
+	if _, err := q.Store().Create(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// storedAnswer returns the status of the one answer of job id's batch
+// index stored in q's results, verified.
+func storedAnswer(t *testing.T, q *queue.Queue, id string, index uint64) result.Status {
+	t.Helper()
+	ctx := context.Background()
+	m, err := q.ResultStore().Last(ctx, q.Opts.ResultSubject(id, index))
+	if err != nil {
+		t.Fatalf("results of batch %d: %v", index, err)
+	}
+	b, err := job.DecodeAnyResults(m.Data)
+	if err != nil || len(b.Items) != 1 || b.Items[0].Kind != job.Known {
+		t.Fatalf("results of batch %d: %+v, %v", index, b, err)
+	}
+	if err := b.Items[0].Outcome.Verify(ctx, false, job.Proven); err != nil {
+		t.Fatalf("the answer of batch %d: %v", index, err)
+	}
+	return b.Items[0].Outcome.Status
+}
+
+// TestHandleInMemory hands a worker the batches of a job, on a queue in
+// memory: each is checked against the job's manifest, solved, its
+// results stored and counted, and acked; the last one finishes the job.
+// A batch delivered again whose results are stored is counted and
+// acked, not solved again.
+func TestHandleInMemory(t *testing.T) {
+	q := queue.InMemory(queue.Options{})
+	var o observer
+	w := memWorker(t, q, Options{Concurrency: 1, Observer: &o})
+	solved := 0
+	w.solve = func(sv *solver.Solver, ctx context.Context, g *solver.Grid, opts solver.Options) (solver.Result, error) {
+		solved++
+		return sv.Solve(ctx, g, opts)
+	}
+	watching(t, w.sched)
+	rec := manifestedJob(t, q, 2)
+	eventually(t, "the job in the schedule", func() bool { _, _, ok := w.sched.record(rec.ID); return ok })
+	ctx := context.Background()
+	for _, step := range []struct {
+		index     uint64
+		delivered uint64
+		pending   uint64
+		solved    int
+		want      job.State
+		done      int64
+	}{
+		{0, 1, 1, 1, job.Published, 1},
+		{0, 2, 1, 1, job.Published, 1}, // again: stored, not solved
+		{1, 1, 0, 2, job.Finished, 2},
+	} {
+		m := newWorkMsg(q, rec, step.index)
+		m.delivered, m.pending = step.delivered, step.pending
+		w.handle(ctx, ctx, &solver.Solver{}, m)
+		w.committing.Wait()
+		if acked, naked, termed := m.counts(); acked != 1 || naked+termed != 0 {
+			t.Fatalf("batch %d (delivery %d): acked %d, naked %d, terminated %d times; want acked once",
+				step.index, step.delivered, acked, naked, termed)
+		}
+		if solved != step.solved {
+			t.Errorf("after batch %d (delivery %d): %d puzzles solved, want %d", step.index, step.delivered, solved, step.solved)
+		}
+		if st := storedAnswer(t, q, rec.ID, step.index); st != result.StatusUnique {
+			t.Errorf("batch %d answered %s, want unique", step.index, st)
+		}
+		back, _, err := q.Store().Get(ctx, rec.ID)
+		if err != nil || back.State != step.want || back.DoneBatches != step.done || back.Counts[result.StatusUnique] != step.done {
+			t.Fatalf("record after batch %d: %s, %d batches done, counts %v, %v; want %s, %d",
+				step.index, back.State, back.DoneBatches, back.Counts, err, step.want, step.done)
+		}
+	}
+	if n, _, _ := o.get(OutcomeAcked); n != 3 {
+		t.Errorf("observed %d batches acked, want 3", n)
+	}
+}
+
+// TestHandleCancelledInMemory hands a worker a batch of a job cancelled
+// while it waited: its results stored already (a worker stored them,
+// and its ack was lost) are counted and the batch acked; without
+// results it is dropped. Nothing is solved either way.
+func TestHandleCancelledInMemory(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		t.Run(map[bool]string{true: "results stored", false: "no results"}[stored], func(t *testing.T) {
+			ctx := context.Background()
+			q := queue.InMemory(queue.Options{})
+			w := memWorker(t, q, Options{Concurrency: 1})
+			watching(t, w.sched)
+			rec := manifestedJob(t, q, 2)
+			if stored {
+				b := workBatch(rec.ID, 0)
+				d := b.ComputeDigest()
+				g := b.Items[0].Grid
+				res, err := (&solver.Solver{}).Solve(ctx, &g, solver.Options{})
+				b.Items[0] = job.Item{Line: 1, Kind: job.Known, Outcome: job.FromSolve(&g, res, err)}
+				b.Digest = d
+				if _, err := q.ResultStore().Publish(ctx, q.Opts.ResultsMsg(&b)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			change(t, q, rec.ID, func(r *job.Record) { r.Cancel(time.Now()) })
+			eventually(t, "the job ended in the schedule", func() bool { _, ended := w.sched.endedState(rec.ID); return ended })
+
+			m := newWorkMsg(q, rec, 0)
+			m.pending = 1
+			w.handle(ctx, ctx, &solver.Solver{}, m)
+			w.committing.Wait()
+			acked, naked, termed := m.counts()
+			back, _, err := q.Store().Get(ctx, rec.ID)
+			if err != nil || back.State != job.Cancelled {
+				t.Fatalf("record: %s, %v; want cancelled", back.State, err)
+			}
+			if stored && (acked != 1 || naked+termed != 0 || back.DoneBatches != 1) {
+				t.Fatalf("acked %d, naked %d, terminated %d, %d batches counted; want acked, counted", acked, naked, termed, back.DoneBatches)
+			}
+			if !stored && (termed != 1 || acked+naked != 0 || back.DoneBatches != 0) {
+				t.Fatalf("acked %d, naked %d, terminated %d, %d batches counted; want terminated, none counted", acked, naked, termed, back.DoneBatches)
+			}
+		})
+	}
 }
 
 // TestHandleDropsWorkOfEndedJobs hands a worker a batch of a job that
