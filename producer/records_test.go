@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // The tests of this file run the producer's record logic (statuses,
@@ -244,5 +246,85 @@ func TestJobsInMemory(t *testing.T) {
 	all, err := Jobs(ctx, q, "", 100, slog.New(slog.DiscardHandler))
 	if err != nil || len(all) != 6 {
 		t.Fatalf("Jobs of every owner: %d, %v; want 6", len(all), err)
+	}
+}
+
+// memResults stores the results of batch index of job id (one puzzle,
+// line index+1, solved) in q's results, as a worker does, and returns
+// the manifest digest of its work batch.
+func memResults(t *testing.T, q *queue.Queue, id string, index uint64, store bool) job.Digest {
+	t.Helper()
+	g, err := solver.Parse(memPuzzle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := job.Batch{Job: id, Index: index, First: index, Items: []job.Item{{Line: int(index) + 1, Kind: job.Solve, Grid: g}}}
+	d := b.ComputeDigest()
+	if !store {
+		return d
+	}
+	res, err := (&solver.Solver{}).Solve(context.Background(), &g, solver.Options{})
+	b.Items[0] = job.Item{Line: int(index) + 1, Kind: job.Known, Outcome: job.FromSolve(&g, res, err)}
+	b.Digest = d
+	if _, err := q.ResultStore().Publish(context.Background(), q.Opts.ResultsMsg(&b)); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+const memPuzzle = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
+
+// TestFollowInMemory reads jobs' results on a queue in memory: an
+// unknown job is not found, a failed one says so, and a cancelled one
+// passes on the results that were stored, in input order, then says it
+// was cancelled.
+func TestFollowInMemory(t *testing.T) {
+	ctx := context.Background()
+	q := queue.InMemory(queue.Options{})
+	opts := FollowOptions{Logger: slog.New(slog.DiscardHandler)}
+	none := func(result.Result) error { t.Error("a result passed on"); return nil }
+	if _, err := Follow(ctx, q, job.NewID("alice"), none, opts); !errors.Is(err, job.ErrNotFound) {
+		t.Errorf("Follow of an unknown job: %v; want job.ErrNotFound", err)
+	}
+	failed := memJob(t, q, "alice", 2, 0, job.Failed)
+	if _, err := Follow(ctx, q, failed.ID, none, opts); !errors.Is(err, ErrJobFailed) {
+		t.Errorf("Follow of a failed job: %v; want ErrJobFailed", err)
+	}
+
+	// A job of 4 batches of one line, whose batches 0, 1 and 3 have
+	// results when it is cancelled.
+	rec := job.NewRecord(job.NewID("alice"), job.Options{}, time.Now())
+	rec.Lines, rec.Queued, rec.Batches = 4, 4, 4
+	var m job.Manifest
+	done := map[uint64]bool{0: true, 1: true, 3: true}
+	for i := range uint64(4) {
+		m.Digests = append(m.Digests, memResults(t, q, rec.ID, i, done[i]))
+		if done[i] {
+			rec.AddResults(i, job.Counts{result.StatusUnique: 1}, time.Now())
+		}
+	}
+	rec.Manifest = m.Encode()
+	rec.Publish(time.Now())
+	rec.Cancel(time.Now())
+	if _, err := q.Store().Create(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	var lines []int
+	f := &follower{q: q, jobs: q.Store(), id: rec.ID, opts: opts, out: func(r result.Result) error {
+		lines = append(lines, r.Line)
+		if r.Status != result.StatusUnique {
+			t.Errorf("line %d: %s, want unique", r.Line, r.Status)
+		}
+		return nil
+	}}
+	if err := f.readRecord(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.init()
+	if err := f.cancelled(ctx); !errors.Is(err, job.ErrCancelled) {
+		t.Fatalf("cancelled: %v; want job.ErrCancelled", err)
+	}
+	if want := []int{1, 2, 4}; !slices.Equal(lines, want) {
+		t.Fatalf("lines passed on %v, want %v", lines, want)
 	}
 }
