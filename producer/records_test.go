@@ -110,12 +110,12 @@ func memSubmission(q *queue.Queue, rec job.Record) *submission {
 		sub: Submitted{ID: rec.ID, Tally: rec.Tally}, rec: rec}
 }
 
-// TestSubmissionStopsWhenCancelled cancels a job while its producer
+// TestSubmissionCancelledInMemory cancels a job while its producer
 // publishes it: the producer's next update of the record (its heartbeat)
 // finds it cancelled and stops the submission with job.ErrCancelled,
 // without writing; the failure that ends the submission leaves the
 // record cancelled.
-func TestSubmissionStopsWhenCancelled(t *testing.T) {
+func TestSubmissionCancelledInMemory(t *testing.T) {
 	for _, cause := range []error{job.ErrCancelled, errors.New("the input broke")} {
 		t.Run(cause.Error(), func(t *testing.T) {
 			ctx := context.Background()
@@ -143,11 +143,11 @@ func TestSubmissionStopsWhenCancelled(t *testing.T) {
 	}
 }
 
-// TestSubmissionFinishes checks the producer's last update of a job: it
+// TestSubmissionFinishesInMemory checks the producer's last update of a job: it
 // moves the record to published, adding the batches it answered itself,
 // and to finished when the workers have counted the rest, whatever the
 // order.
-func TestSubmissionFinishes(t *testing.T) {
+func TestSubmissionFinishesInMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		counted   int64    // batches the workers counted first (0..counted-1)

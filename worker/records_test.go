@@ -420,12 +420,12 @@ func TestHandleCancelledInMemory(t *testing.T) {
 	}
 }
 
-// TestHandleDropsWorkOfEndedJobs hands a worker a batch of a job that
+// TestHandleEndedInMemory hands a worker a batch of a job that
 // ended after its batch was published (failed: over a quota, or its
 // producer gone; or removed): the worker drops it (terminates the
 // message, solves nothing) once its watch of the records has the job
 // ended.
-func TestHandleDropsWorkOfEndedJobs(t *testing.T) {
+func TestHandleEndedInMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		end  func(t *testing.T, q *queue.Queue, id string)

@@ -4,6 +4,13 @@
 // header name, and the dead letters' form. The bodies of the messages are
 // internal/job's.
 //
+// The job logic reaches the jobs bucket and the results stream through
+// the storage seam: Queue.Store (a job.Store on a job.Bucket) and
+// Queue.ResultStore (a ResultStore). On a queue that Setup returns they
+// are JetStream's; on one InMemory returns, a job.MemBucket and a
+// MemResults, for tests without servers (docs/jobs.md, "Storage: the
+// seam").
+//
 // # Subjects
 //
 // Under the prefix P (default "sudoku"):
