@@ -98,13 +98,11 @@ func Follow(ctx context.Context, q *queue.Queue, id string, out func(result.Resu
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &follower{q: q, jobs: job.NewStore(q.JS, q.Jobs), id: id, out: out, opts: opts}
+	f := &follower{q: q, jobs: q.Store(), id: id, out: out, opts: opts}
 	if err := f.readRecord(ctx); err != nil {
 		return f.rec, err
 	}
-	f.order = newReorder(uint64(max(8, opts.Window/max(1, f.rec.Options.BatchSize))))
-	f.verify = verifier{job: id, trust: opts.Trust, first: f.rec.Options.FirstSolution, digest: f.digest,
-		batches: func() (uint64, bool) { return uint64(f.rec.Batches), f.rec.State != job.Publishing }}
+	f.init()
 	if err := f.run(ctx); err != nil {
 		return f.rec, err
 	}
@@ -131,6 +129,14 @@ type follower struct {
 	downSince time.Time
 	noWorkers bool      // no worker answered the last time asked
 	askedAt   time.Time // when the workers were last asked for
+}
+
+// init sets up the reordering and the checks of the job's results, once
+// its record is read.
+func (f *follower) init() {
+	f.order = newReorder(uint64(max(8, f.opts.Window/max(1, f.rec.Options.BatchSize))))
+	f.verify = verifier{job: f.id, trust: f.opts.Trust, first: f.rec.Options.FirstSolution, digest: f.digest,
+		batches: func() (uint64, bool) { return uint64(f.rec.Batches), f.rec.State != job.Publishing }}
 }
 
 // readRecord reads the job's record, waiting while JetStream does not
@@ -508,10 +514,10 @@ func (f *follower) take(ctx context.Context, subject, sig string, data []byte) e
 // only when the results stream has no message for that batch.
 func (f *follower) fetch(ctx context.Context, index uint64) (found bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
-	rm, err := f.q.Results.GetLastMsgForSubject(actx, f.q.Opts.ResultSubject(f.id, index))
+	rm, err := f.q.ResultStore().Last(actx, f.q.Opts.ResultSubject(f.id, index))
 	cancel()
 	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
+		if errors.Is(err, queue.ErrNoResults) {
 			f.order.forget(index) // replaced meanwhile: the consumer brings it again
 			return false, nil
 		}
@@ -665,7 +671,7 @@ func (f *follower) cancelled(ctx context.Context) error {
 				continue
 			}
 			actx, cancel := context.WithTimeout(ctx, apiTimeout)
-			rm, err := f.q.Results.GetLastMsgForSubject(actx, f.q.Opts.ResultSubject(f.id, index))
+			rm, err := f.q.ResultStore().Last(actx, f.q.Opts.ResultSubject(f.id, index))
 			cancel()
 			if err != nil {
 				return fmt.Errorf("job %s: read the results of batch %d: %w", f.id, index, err)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 )
@@ -72,7 +70,7 @@ type Status struct {
 // JobStatus returns the status of job id, read from its record alone.
 // Errors: job.ErrNotFound for an unknown job.
 func JobStatus(ctx context.Context, q *queue.Queue, id string) (Status, error) {
-	rec, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	rec, _, err := q.Store().Get(ctx, id)
 	if err != nil {
 		return Status{ID: id}, err
 	}
@@ -127,7 +125,7 @@ func StatusOf(o queue.Options, rec job.Record, now time.Time) Status {
 func Jobs(ctx context.Context, q *queue.Queue, owner string, limit int, log *slog.Logger) ([]Status, error) {
 	var bad []string
 	var first error
-	recs, err := job.NewStore(q.JS, q.Jobs).List(ctx, owner, limit, func(id string, err error) {
+	recs, err := q.Store().List(ctx, owner, limit, func(id string, err error) {
 		bad = append(bad, id)
 		first = cmp.Or(first, err)
 	})
@@ -152,7 +150,7 @@ func Jobs(ctx context.Context, q *queue.Queue, owner string, limit int, log *slo
 // cancelled; a job that has ended already is left as it is (and its
 // status returned). Errors: job.ErrNotFound for an unknown job.
 func Cancel(ctx context.Context, q *queue.Queue, id string) (Status, error) {
-	rec, err := job.NewStore(q.JS, q.Jobs).ApplyConfirmed(ctx, id, func(r *job.Record) error {
+	rec, err := q.Store().ApplyConfirmed(ctx, id, func(r *job.Record) error {
 		if !r.Cancel(time.Now()) {
 			return job.ErrUnchanged
 		}
@@ -172,17 +170,17 @@ func Remove(ctx context.Context, q *queue.Queue, id string) error {
 	if _, err := Cancel(ctx, q, id); err != nil {
 		return err
 	}
-	rec, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	rec, _, err := q.Store().Get(ctx, id)
 	if err != nil {
 		return err
 	}
 	if err := q.EndWork(ctx, id, queue.LaneOf(&rec)); err != nil {
 		return err
 	}
-	if err := q.Results.Purge(ctx, jetstream.WithPurgeSubject(q.Opts.ResultsFilter(id))); err != nil {
+	if err := q.ResultStore().Purge(ctx, q.Opts.ResultsFilter(id)); err != nil {
 		return fmt.Errorf("job %s: remove its results: %w", id, err)
 	}
-	return job.NewStore(q.JS, q.Jobs).Delete(ctx, id)
+	return q.Store().Delete(ctx, id)
 }
 
 // RemoveOwn removes job id as its owner may, without the right to purge
@@ -196,7 +194,7 @@ func RemoveOwn(ctx context.Context, q *queue.Queue, id string) error {
 	if _, err := Cancel(ctx, q, id); err != nil {
 		return err
 	}
-	store := job.NewStore(q.JS, q.Jobs)
+	store := q.Store()
 	rec, _, err := store.Get(ctx, id)
 	if err != nil {
 		return err

@@ -118,7 +118,7 @@ func New(q *queue.Queue, c *cache.Guard, opts Options) *Producer {
 	if c == nil {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
-	return &Producer{q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts}
+	return &Producer{q: q, jobs: q.Store(), cache: c, opts: opts}
 }
 
 // Options returns the options in effect: those given to New, with the

@@ -87,7 +87,7 @@ const recordWait = time.Second
 func (w *Worker) stored(ctx context.Context, b *job.Batch, d job.Digest) (job.Counts, bool) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	rm, err := w.q.Results.GetLastMsgForSubject(ctx, w.q.Opts.ResultSubject(b.Job, b.Index))
+	rm, err := w.q.ResultStore().Last(ctx, w.q.Opts.ResultSubject(b.Job, b.Index))
 	if err != nil {
 		return nil, false
 	}

@@ -187,22 +187,21 @@ func (s *schedule) watch(ctx context.Context) {
 }
 
 func (s *schedule) watchOnce(ctx context.Context) error {
-	// Records only: a record's key is the job's id, two tokens (owner and
-	// serial); the manifests' keys have four.
-	w, err := s.q.Jobs.Watch(ctx, "*.*")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.q.Store().Watch(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = w.Stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok := <-w.Updates():
+		case e, ok := <-w:
 			if !ok {
 				return errors.New("watch closed")
 			}
-			if e == nil {
+			if e.Key == "" {
 				s.once.Do(func() { close(s.ready) }) // the initial values are read
 				continue
 			}
@@ -212,16 +211,16 @@ func (s *schedule) watchOnce(ctx context.Context) error {
 }
 
 // update applies one watched entry of the jobs bucket.
-func (s *schedule) update(e jetstream.KeyValueEntry) {
-	id := e.Key()
+func (s *schedule) update(e job.Entry) {
+	id := e.Key
 	if !job.ValidID(id) {
 		return
 	}
 	var r job.Record
-	deleted := e.Operation() != jetstream.KeyValuePut
+	deleted := e.Deleted
 	if !deleted {
 		var err error
-		if r, err = job.DecodeRecord(e.Value()); err != nil || r.ID != id {
+		if r, err = job.DecodeRecord(e.Value); err != nil || r.ID != id {
 			s.log.Warn("worker: a job record does not decode; its job gets no turns", "job", id, "err", err)
 			return
 		}
@@ -245,7 +244,7 @@ func (s *schedule) update(e jetstream.KeyValueEntry) {
 		j.lane.jobs[id] = j
 	}
 	was := j.workable()
-	j.rec, j.rev = r, e.Revision()
+	j.rec, j.rev = r, e.Revision
 	close(s.news)
 	s.news = make(chan struct{})
 	if j.workable() {
@@ -612,7 +611,7 @@ const strayEvery = 2 * time.Second
 // unseen in the stream. It also fails stale jobs and recounts jobs whose
 // counts were lost.
 func (s *schedule) sweep(ctx context.Context) {
-	store := job.NewStore(s.q.JS, s.q.Jobs)
+	store := s.q.Store()
 	t := time.NewTicker(strayEvery)
 	defer t.Stop()
 	for {

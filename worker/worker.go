@@ -177,7 +177,7 @@ func New(nc *nats.Conn, q *queue.Queue, c *cache.Guard, opts Options) *Worker {
 	if c == nil {
 		c = cache.NewGuard(nil, cache.GuardOptions{})
 	}
-	w := &Worker{nc: nc, q: q, jobs: job.NewStore(q.JS, q.Jobs), cache: c, opts: opts, log: opts.Logger,
+	w := &Worker{nc: nc, q: q, jobs: q.Store(), cache: c, opts: opts, log: opts.Logger,
 		sched: newSchedule(q, opts.Quota, opts.Logger),
 		solve: (*solver.Solver).Solve, commits: make(chan struct{}, 2*opts.Concurrency),
 		help: make(chan *share), solves: make(chan *solveRequest, 64), ready: make(chan struct{})}

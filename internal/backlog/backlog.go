@@ -213,7 +213,7 @@ func (w *Watch) Usage(ctx context.Context, owner string) (jobs int, lines int64,
 		return jobs, lines, nil
 	}
 	w.mu.Unlock()
-	recs, err := job.NewStore(w.q.JS, w.q.Jobs).List(ctx, owner, math.MaxInt, nil)
+	recs, err := w.q.Store().List(ctx, owner, math.MaxInt, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("backlog: %w", err)
 	}

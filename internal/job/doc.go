@@ -5,6 +5,20 @@
 // stores too). It encodes and decodes; where JetStream keeps each thing is
 // internal/queue's, and Store reads and writes the records and manifests.
 //
+// # Storage seam
+//
+// Store keeps its records and manifests in a Bucket: the few operations
+// of a key-value bucket the job logic needs (Get, Latest, Create, Update
+// at a revision, Put, Purge, RemoveTree, Values, Replicated), with the
+// compare-and-set on revisions that Store.Apply's loop relies on.
+// KVBucket is the JetStream key-value bucket of a deployment (NewStore);
+// MemBucket keeps the bucket in memory (NewMemStore), so that the
+// producer's, the workers' and this package's job logic is tested without
+// servers. One contract suite (bucket_test.go) runs on both, the
+// JetStream one on the embedded and the shared server, so that the one in
+// memory is shown to behave as the real one: revisions, conflicts,
+// misses, purges.
+//
 // # Items
 //
 // A job is a sequence of items, one per puzzle line of its input, numbered

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
@@ -387,45 +386,18 @@ func (q *Queue) WorkLeft(ctx context.Context, id string, l Lane) (uint64, error)
 // stream's sequence from on (0: its start), reading the headers alone.
 // It is the slow, sure count of a job's results, for repairing its record.
 func (q *Queue) TallyResults(ctx context.Context, id string, from uint64, fn func(index uint64, c job.Counts)) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{q.Opts.ResultsFilter(id)}, HeadersOnly: true,
-		InactiveThreshold: time.Minute}
-	if from > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
-	}
-	c, err := q.Results.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("queue: job %s: read results: %w", id, err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("queue: job %s: read results: %w", id, err)
-	}
 	prefix := q.Opts.ResultsFilter(id)
 	prefix = prefix[:len(prefix)-1] // "P.results.<job>."
-	for left := info.NumPending; left > 0; {
-		batch, err := c.Fetch(int(min(left, 1024)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return fmt.Errorf("queue: job %s: read results: %w", id, err)
+	err := q.ResultStore().Read(ctx, q.Opts.ResultsFilter(id), from, true, func(m StoredResults) error {
+		index, err := strconv.ParseUint(strings.TrimPrefix(m.Subject, prefix), 10, 64)
+		cs, cerr := job.ParseCounts(m.Header.Get(HdrCounts))
+		if err == nil && cerr == nil {
+			fn(index, cs)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			index, err := strconv.ParseUint(strings.TrimPrefix(m.Subject(), prefix), 10, 64)
-			cs, cerr := job.ParseCounts(m.Headers().Get(HdrCounts))
-			if err == nil && cerr == nil {
-				fn(index, cs)
-			}
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("queue: job %s: read results: %w", id, err)
-		}
-		if got == 0 {
-			return nil
-		}
-		left -= uint64(got)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("queue: job %s: read results: %w", id, err)
 	}
 	return nil
 }
@@ -469,7 +441,7 @@ func (o Options) dropSharedConsumer(ctx context.Context, js jetstream.JetStream)
 
 // JobLane returns the lane of job id, read from its record.
 func (q *Queue) JobLane(ctx context.Context, id string) (Lane, error) {
-	r, _, err := job.NewStore(q.JS, q.Jobs).Get(ctx, id)
+	r, _, err := q.Store().Get(ctx, id)
 	if err != nil {
 		return Lane{}, fmt.Errorf("queue: job %s: %w", id, err)
 	}

@@ -4,6 +4,13 @@
 // header name, and the dead letters' form. The bodies of the messages are
 // internal/job's.
 //
+// The job logic reaches the jobs bucket and the results stream through
+// the storage seam: Queue.Store (a job.Store on a job.Bucket) and
+// Queue.ResultStore (a ResultStore). On a queue that Setup returns they
+// are JetStream's; on one InMemory returns, a job.MemBucket and a
+// MemResults, for tests without servers (docs/jobs.md, "Storage: the
+// seam").
+//
 // # Subjects
 //
 // Under the prefix P (default "sudoku"):
@@ -255,6 +262,14 @@ type Queue struct {
 	Results jetstream.Stream
 	// Jobs is the jobs bucket.
 	Jobs jetstream.KeyValue
+	// Records, when set, is the jobs bucket behind the job.Bucket seam
+	// that Store uses instead of Jobs: a job.MemBucket in tests (see
+	// InMemory).
+	Records job.Bucket
+	// Answers, when set, is the results stream behind the ResultStore
+	// seam that ResultStore returns instead of Results: a MemResults in
+	// tests.
+	Answers ResultStore
 	// Differences are the settings in which the streams and the bucket
 	// that existed differ from Opts: left as they are, unless
 	// Opts.Update (then they are what Setup changed).
@@ -733,18 +748,19 @@ func IsWrongLastSequence(err error) bool {
 // for its ack (an ack lost with a server restart is not awaited for the
 // whole of ctx); replaced reports a message deleted.
 func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Duration, same func(stored []byte) bool) (replaced bool, err error) {
+	rs := q.ResultStore()
 	for deletes := 0; ; {
 		pctx, cancel := context.WithTimeout(ctx, attempt)
-		_, err := q.JS.PublishMsg(pctx, m, ExpectResults())
+		_, err := rs.Publish(pctx, m)
 		cancel()
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			continue
 		}
-		if err == nil || !IsWrongLastSequence(err) {
+		if err == nil || !errors.Is(err, ErrResultsExist) {
 			return replaced, err
 		}
-		rm, gerr := q.Results.GetLastMsgForSubject(ctx, m.Subject)
-		if errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		rm, gerr := rs.Last(ctx, m.Subject)
+		if errors.Is(gerr, ErrNoResults) {
 			continue // deleted meanwhile
 		}
 		if gerr != nil {
@@ -756,7 +772,7 @@ func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Du
 		if deletes++; deletes > maxResultsDeletes {
 			return replaced, fmt.Errorf("results on %s keep being replaced by others that do not answer the batch", m.Subject)
 		}
-		if err := q.deleteResults(ctx, rm.Sequence); err != nil {
+		if err := q.deleteResults(ctx, rs, rm.Sequence); err != nil {
 			return replaced, fmt.Errorf("delete the results on %s: %w", m.Subject, err)
 		}
 		replaced = true
@@ -766,7 +782,7 @@ func (q *Queue) PublishResults(ctx context.Context, m *nats.Msg, attempt time.Du
 // deleteResults deletes message seq of the results stream, unless a
 // delete was refused before (ErrResultsImmutable); a refusal fails it at
 // once (with Refusals set), and is remembered.
-func (q *Queue) deleteResults(ctx context.Context, seq uint64) error {
+func (q *Queue) deleteResults(ctx context.Context, rs ResultStore, seq uint64) error {
 	if q.resultsImmutable.Load() {
 		return ErrResultsImmutable
 	}
@@ -774,11 +790,11 @@ func (q *Queue) deleteResults(ctx context.Context, seq uint64) error {
 	if q.Refusals != nil {
 		dctx, stop = q.Refusals.Watch(ctx, "$JS.API.STREAM.MSG.DELETE."+q.Opts.ResultsStream())
 	}
-	err := q.Results.DeleteMsg(dctx, seq)
+	err := rs.Delete(dctx, seq)
 	refused := context.Cause(dctx)
 	stop()
 	switch {
-	case err == nil || errors.Is(err, jetstream.ErrMsgNotFound):
+	case err == nil || errors.Is(err, ErrNoResults):
 		return nil
 	case ctx.Err() == nil && refused != nil && !errors.Is(refused, context.Canceled):
 		q.resultsImmutable.Store(true)
