@@ -82,18 +82,19 @@ func Solve(ctx context.Context, nc *nats.Conn, q queue.Options, puzzle string, o
 		req.Header.Set(queue.HdrNoLookup, "1")
 	}
 	telemetry.Inject(ctx, req.Header)
-	req.Reply = nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(req.Reply)
+	mux, err := muxOf(nc)
 	if err != nil {
 		return result.Result{}, fmt.Errorf("solve request: %w", err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	replies := mux.open()
+	defer replies.Close()
+	req.Reply = replies.Subject
 	if err := nc.PublishMsg(req); err != nil {
 		return result.Result{}, fmt.Errorf("solve request: %w", err)
 	}
 	var wrong error
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := replies.Next(ctx)
 		if err != nil {
 			if wrong != nil {
 				err = fmt.Errorf("%w (and a reply was wrong: %w)", err, wrong)
