@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -14,9 +15,15 @@ import (
 // are dropped (a flood of forged replies must not hold the mux up).
 const replyBuffer = 32
 
+// inBuffer bounds the replies that arrived and are not read yet, for any
+// request: past it the connection drops them (a slow consumer).
+const inBuffer = 4096
+
 // replyMux receives the replies to the solve requests of one connection
 // on a single wildcard subscription (<inbox>.*), and hands each to the
-// request whose token ends its subject. Unlike the request mux of
+// request whose token ends its subject. The subscription delivers into a
+// channel that the waiting requests read themselves (no goroutine of the
+// mux's in between): a request that reads another's reply passes it on. Unlike the request mux of
 // nats.go, which forgets a token at its first reply, it delivers every
 // reply until the request is done: a wrong reply is skipped and the next
 // one read. One subscription for the connection's life instead of one
@@ -26,6 +33,7 @@ const replyBuffer = 32
 type replyMux struct {
 	prefix string // <inbox>.
 	sub    *nats.Subscription
+	in     chan *nats.Msg // every reply, as the connection reads it
 	next   atomic.Uint64
 	// closed is closed with the subscription (the connection closed).
 	closed    chan struct{}
@@ -53,14 +61,12 @@ func muxOf(nc *nats.Conn) (*replyMux, error) {
 			delete(muxes, c)
 		}
 	}
-	m := &replyMux{prefix: nc.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}, closed: make(chan struct{})}
-	sub, err := nc.Subscribe(m.prefix+"*", m.deliver)
+	m := &replyMux{prefix: nc.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}, closed: make(chan struct{}),
+		in: make(chan *nats.Msg, inBuffer)}
+	sub, err := nc.ChanSubscribe(m.prefix+"*", m.in)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the replies: %w", err)
 	}
-	// As many replies as come: the mux never blocks, it drops what a
-	// request has no room for.
-	_ = sub.SetPendingLimits(-1, -1)
 	m.sub = sub
 	sub.SetClosedHandler(func(string) { m.close() })
 	if !sub.IsValid() { // closed before the handler was set
@@ -73,9 +79,9 @@ func muxOf(nc *nats.Conn) (*replyMux, error) {
 // close releases the requests waiting on m: its subscription is closed.
 func (m *replyMux) close() { m.closeOnce.Do(func() { close(m.closed) }) }
 
-// deliver hands a reply to its request, if it still waits and has room.
-func (m *replyMux) deliver(msg *nats.Msg) {
-	token := msg.Subject[len(m.prefix):]
+// deliver hands a reply to the request of token, if it still waits and
+// has room.
+func (m *replyMux) deliver(token string, msg *nats.Msg) {
 	m.mu.Lock()
 	ch := m.waiting[token]
 	m.mu.Unlock()
@@ -115,13 +121,21 @@ func (r *replies) Next(ctx context.Context) (*nats.Msg, error) {
 		return msg, nil
 	default:
 	}
-	select {
-	case msg := <-r.ch:
-		return msg, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-r.m.closed:
-		return nil, nats.ErrConnectionClosed
+	for {
+		select {
+		case msg := <-r.ch:
+			return msg, nil
+		case msg := <-r.m.in:
+			if token := strings.TrimPrefix(msg.Subject, r.m.prefix); token != r.token {
+				r.m.deliver(token, msg)
+				continue
+			}
+			return msg, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.m.closed:
+			return nil, nats.ErrConnectionClosed
+		}
 	}
 }
 
