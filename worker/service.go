@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,56 @@ type solveRequest struct {
 	noLookup bool // queue.HdrNoLookup: the client missed in the cache
 	start    time.Time
 	span     trace.Span // from the request's arrival to its answer
+	// bind, in the first message only (from startService), is the state
+	// of the endpoint's handler for serveSolves to bind to its context.
+	bind *inlineSolves
+}
+
+// inlineSolves lets the solve endpoint's handler answer a request on its
+// own goroutine, with a solver of its own, instead of handing it to
+// serveSolves: one goroutine hand-off less for each request. The micro
+// service calls the handler of an endpoint one request at a time. The
+// handler solves inline only while serveSolves is bound (ctx set): it
+// gives the handler the worker's context, and when the worker stops, it
+// unbinds and waits for the request being solved before returning, as it
+// waits for the requests it solves itself. Unbound, the handler hands
+// requests to serveSolves as before.
+type inlineSolves struct {
+	mu     sync.Mutex
+	ctx    context.Context // nil: unbound
+	active sync.WaitGroup  // a request being solved inline
+	sv     solver.Solver   // only the handler's goroutine uses it
+}
+
+// acquire returns the context to solve a request inline with, and false
+// when the handler is not bound (then it hands the request over). A true
+// acquire is followed by a release.
+func (s *inlineSolves) acquire() (context.Context, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		return nil, false
+	}
+	s.active.Add(1)
+	return s.ctx, true
+}
+
+func (s *inlineSolves) release() { s.active.Done() }
+
+// bindTo lets the handler solve inline with ctx.
+func (s *inlineSolves) bindTo(ctx context.Context) {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+}
+
+// unbind stops the handler from solving inline and waits for the request
+// it is solving, if any.
+func (s *inlineSolves) unbind() {
+	s.mu.Lock()
+	s.ctx = nil
+	s.mu.Unlock()
+	s.active.Wait()
 }
 
 // startService registers the micro service "sudoku" with its solve
@@ -53,7 +104,9 @@ func (w *Worker) startService() (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: start the micro service: %w", err)
 	}
-	err = svc.AddEndpoint("solve", micro.HandlerFunc(w.handleSolve),
+	inline := &inlineSolves{}
+	w.solves <- &solveRequest{bind: inline} // serveSolves reads it first
+	err = svc.AddEndpoint("solve", micro.HandlerFunc(func(req micro.Request) { w.handleSolve(req, inline) }),
 		micro.WithEndpointSubject(w.q.Opts.SolveSubject()),
 		micro.WithEndpointMetadata(map[string]string{
 			"description": "solve one puzzle: the body is the puzzle as text, or JSON {\"puzzle\": \"...\", \"first\": false}; the reply is a JSON result",
@@ -71,8 +124,9 @@ func (w *Worker) startService() (micro.Service, error) {
 	return svc, nil
 }
 
-// handleSolve parses a request and hands it to the solving goroutine.
-func (w *Worker) handleSolve(req micro.Request) {
+// handleSolve parses a request and answers it, on this goroutine while
+// inline is bound, else by handing it to the solving goroutine.
+func (w *Worker) handleSolve(req micro.Request, inline *inlineSolves) {
 	start := time.Now()
 	span := w.solveSpan(req)
 	sr, err := queue.ParseSolveRequest(req.Data())
@@ -89,14 +143,20 @@ func (w *Worker) handleSolve(req micro.Request) {
 		endSpan(span, err)
 		return
 	}
+	r := &solveRequest{req: req, grid: g, first: sr.First, start: start,
+		noLookup: req.Headers().Get(queue.HdrNoLookup) != "", span: span}
+	if ctx, ok := inline.acquire(); ok {
+		defer inline.release()
+		w.serveSolve(ctx, &inline.sv, r)
+		return
+	}
 	defer func() {
 		if recover() != nil { // w.solves is closed: the worker is stopping
 			_ = req.Error(queue.CodeUnavailable, "the worker is stopping", nil)
 			span.End()
 		}
 	}()
-	w.solves <- &solveRequest{req: req, grid: g, first: sr.First, start: start,
-		noLookup: req.Headers().Get(queue.HdrNoLookup) != "", span: span}
+	w.solves <- r
 }
 
 // solveSpan starts the span of a request of the solve endpoint (SERVER),
@@ -111,45 +171,59 @@ func (w *Worker) solveSpan(req micro.Request) trace.Span {
 	return span
 }
 
-// serveSolves answers the solve endpoint's requests, one at a time, until
-// w.solves is closed: a goroutine of its own, so that a single puzzle
-// never waits behind bulk batches.
+// serveSolves answers the solve endpoint's requests handed to it, one at
+// a time, until w.solves is closed: a goroutine of its own, so that a
+// single puzzle never waits behind bulk batches. It binds the endpoint's
+// handler (the first message, from startService) to ctx, so that the
+// handler answers requests itself, and unbinds it before returning.
 func (w *Worker) serveSolves(ctx context.Context) {
 	var sv solver.Solver
 	for r := range w.solves {
-		st := BatchStats{Interactive: true, Puzzles: 1, Statuses: map[result.Status]int{}}
-		key := job.KeyOf(&r.grid)
-		var o job.Outcome
-		var hits []*job.Outcome
-		if !r.noLookup {
-			hits = w.cache.Get(ctx, []job.Key{key})
+		if r.bind != nil {
+			r.bind.bindTo(ctx)
+			defer r.bind.unbind()
+			continue
 		}
-		if hits != nil && hits[0] != nil && hits[0].Answers(r.first) && hits[0].Puzzle == r.grid {
-			o, o.Cached = *hits[0], true
-			st.CacheHits = 1
-		} else {
-			sctx, cancel := context.WithTimeout(ctx, solveTimeout)
-			t0 := time.Now()
-			o = w.solveOne(sctx, &sv, &r.grid, solverOptions(w.opts.MaxNodes, r.first))
-			cancel()
-			st.SolveTimes = []time.Duration{time.Since(t0)}
-		}
-		res := o.Result(0, key.String())
-		st.Statuses[res.Status]++
-		if err := w.respond(r.req, &res); err != nil {
-			st.Outcome, st.Err = OutcomeAbandoned, err
-		} else {
-			st.Outcome = OutcomeAcked
-		}
-		w.event("", 0, 1)
-		if !o.Cached {
-			w.cache.Put(ctx, []cache.Entry{{Key: key, Outcome: &o}})
-		}
-		st.Latency = time.Since(r.start)
-		endSpan(r.span, st.Err)
-		if w.opts.Observer != nil {
-			w.opts.Observer.Batch(&st)
-		}
+		w.serveSolve(ctx, &sv, r)
+	}
+}
+
+// serveSolve answers one request of the solve endpoint with solver sv:
+// from the cache, unless the caller missed there already, else by
+// solving; then it caches what it solved, after replying.
+func (w *Worker) serveSolve(ctx context.Context, sv *solver.Solver, r *solveRequest) {
+	st := BatchStats{Interactive: true, Puzzles: 1, Statuses: map[result.Status]int{}}
+	key := job.KeyOf(&r.grid)
+	var o job.Outcome
+	var hits []*job.Outcome
+	if !r.noLookup {
+		hits = w.cache.Get(ctx, []job.Key{key})
+	}
+	if hits != nil && hits[0] != nil && hits[0].Answers(r.first) && hits[0].Puzzle == r.grid {
+		o, o.Cached = *hits[0], true
+		st.CacheHits = 1
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, solveTimeout)
+		t0 := time.Now()
+		o = w.solveOne(sctx, sv, &r.grid, solverOptions(w.opts.MaxNodes, r.first))
+		cancel()
+		st.SolveTimes = []time.Duration{time.Since(t0)}
+	}
+	res := o.Result(0, key.String())
+	st.Statuses[res.Status]++
+	if err := w.respond(r.req, &res); err != nil {
+		st.Outcome, st.Err = OutcomeAbandoned, err
+	} else {
+		st.Outcome = OutcomeAcked
+	}
+	w.event("", 0, 1)
+	if !o.Cached {
+		w.cache.Put(ctx, []cache.Entry{{Key: key, Outcome: &o}})
+	}
+	st.Latency = time.Since(r.start)
+	endSpan(r.span, st.Err)
+	if w.opts.Observer != nil {
+		w.opts.Observer.Batch(&st)
 	}
 }
 
