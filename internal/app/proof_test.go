@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -36,11 +37,26 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // key file; an explicit proof.trusted wins over the default.
 func TestDefaultProofKey(t *testing.T) {
 	q := testenv.NewQueue(t, "embedded", queue.Options{})
-	p := testenv.Puzzles(t, "../../producer/testdata/17_clue_100.txt", 1)[0]
-	i := strings.IndexFunc(p, func(c rune) bool { return c >= '1' && c <= '9' })
-	several := p[:i] + "." + p[i+1:]
-	g, _ := solver.Parse(several)
-	sr, _ := solver.Solve(context.Background(), &g, solver.Options{})
+	// A puzzle with several solutions that a reader's cheap solve
+	// (proof.CheapNodes) does not settle: only a proof can vouch for a
+	// unique answer to it.
+	var several string
+	var g solver.Grid
+	var sr solver.Result
+	for _, p := range testenv.Puzzles(t, "../../solver/testdata/hardest_100.txt", 100) {
+		i := strings.IndexFunc(p, func(c rune) bool { return c >= '1' && c <= '9' })
+		several = p[:i] + "." + p[i+1:]
+		g, _ = solver.Parse(several)
+		sr, _ = solver.Solve(context.Background(), &g, solver.Options{})
+		_, err := solver.Solve(context.Background(), &g, solver.Options{MaxNodes: proof.CheapNodes})
+		if sr.Status == solver.Multiple && errors.Is(err, solver.ErrGaveUp) {
+			break
+		}
+		several = ""
+	}
+	if several == "" {
+		t.Fatalf("no puzzle of hardest_100.txt less a given has several solutions past %d nodes", proof.CheapNodes)
+	}
 	forged, _ := json.Marshal(result.Result{Status: result.StatusUnique, Puzzle: g.String(), Key: g.Key(), Solution: sr.Solution.Digits()})
 	truth, _ := json.Marshal(result.FromSolve(&g, sr, nil))
 	other, err := proof.GenerateKey()
