@@ -170,11 +170,8 @@ func verifyReply(ctx context.Context, g *solver.Grid, r *result.Result, first bo
 }
 
 // cheapNodes is the node budget of the solve that confirms a signed
-// unique reply before its proof is checked: checking an ed25519 proof
-// costs 60-150 us, about what 64 nodes of search cost, while most
-// puzzles are solved in fewer (17-clue ones in at most 9, 4 us; the
-// hardest sets in up to 650: their proofs decide).
-const cheapNodes = 64
+// unique reply before its proof is checked (proof.CheapNodes).
+const cheapNodes = proof.CheapNodes
 
 // confirmCheaply solves g within cheapNodes to confirm a unique reply o
 // without checking its proof. Settled, it says job.Proven when the solve

@@ -2,9 +2,13 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
 	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
@@ -51,6 +55,73 @@ func TestAnswerChecksTheProducersAnswers(t *testing.T) {
 		if it.Kind != job.Known || it.Outcome.Status != want || it.Outcome.Verify(ctx, false, job.Unproven) != nil {
 			t.Errorf("line %d: kind %v, %s (%v); want a right %s", it.Line, it.Kind, it.Outcome.Status,
 				it.Outcome.Verify(ctx, false, job.Unproven), want)
+		}
+	}
+}
+
+// TestSolveRepliesSignedWhenNeeded checks which solve replies a worker
+// with a key signs: those a reader could confirm only by a solve costlier
+// than checking a signature (a unique found past proof.CheapNodes, a
+// cached unique, a gave_up), and no others; and that a reader trusting
+// the key takes every reply, signed or not, as the true answer.
+func TestSolveRepliesSignedWhenNeeded(t *testing.T) {
+	key, err := proof.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := proof.NewSigner(key)
+	e := newEnv(t, "embedded")
+	e.run(e.worker(Options{Signer: signer, MaxNodes: 200}))
+	easy := testenv.Puzzles(t, "testdata/17_clue_300.txt", 1)[0]
+	var hard, tooHard string // past CheapNodes but within 200; past 200
+	for _, p := range testenv.Puzzles(t, "../solver/testdata/hardest_100.txt", 100) {
+		g, _ := solver.Parse(p)
+		r, err := solver.Solve(context.Background(), &g, solver.Options{MaxNodes: -1})
+		switch {
+		case err != nil:
+		case hard == "" && r.Nodes > proof.CheapNodes && r.Nodes <= 200:
+			hard = p
+		case tooHard == "" && r.Nodes > 200:
+			tooHard = p
+		}
+	}
+	if hard == "" || tooHard == "" {
+		t.Fatalf("hardest_100.txt lacks a puzzle of %d-200 nodes (%q) or one past 200 (%q)", proof.CheapNodes, hard, tooHard)
+	}
+	trust := proof.NewTrust(signer.PublicKey())
+	for _, tc := range []struct {
+		name, body string
+		status     result.Status
+		signed     bool
+	}{
+		{"easy unique", easy, result.StatusUnique, false},
+		{"easy first, cached", `{"puzzle": "` + easy + `", "first": true}`, result.StatusUnique, false},
+		{"hard unique", hard, result.StatusUnique, true},
+		{"hard unique, cached", hard, result.StatusUnique, true},
+		{"gave up", tooHard, result.StatusGaveUp, true},
+	} {
+		m, err := e.q.NC.Request(e.q.Opts.SolveSubject(), []byte(tc.body), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result.Result
+		if err := json.Unmarshal(m.Data, &r); err != nil || r.Status != tc.status {
+			t.Fatalf("%s: reply %s (%v), want %s", tc.name, m.Data, err, tc.status)
+		}
+		if cached := strings.HasSuffix(tc.name, "cached"); r.Cached != cached {
+			t.Errorf("%s: cached %v, want %v", tc.name, r.Cached, cached)
+		}
+		sig := m.Header.Get(proof.Header)
+		if (sig != "") != tc.signed {
+			t.Errorf("%s: signed %v, want %v", tc.name, sig != "", tc.signed)
+		}
+		if sig != "" {
+			if err := trust.VerifyReply(sig, m.Data); err != nil {
+				t.Errorf("%s: the proof does not verify: %v", tc.name, err)
+			}
+		}
+		if tc.name == "hard unique" {
+			time.Sleep(100 * time.Millisecond) // the cache is written after the reply
 		}
 	}
 }

@@ -195,6 +195,7 @@ func (w *Worker) serveSolve(ctx context.Context, sv *solver.Solver, r *solveRequ
 	st := BatchStats{Interactive: true, Puzzles: 1, Statuses: map[result.Status]int{}}
 	key := job.KeyOf(&r.grid)
 	var o job.Outcome
+	nodes := int64(-1) // unknown: a cached answer
 	var hits []*job.Outcome
 	if !r.noLookup {
 		hits = w.cache.Get(ctx, []job.Key{key})
@@ -205,13 +206,13 @@ func (w *Worker) serveSolve(ctx context.Context, sv *solver.Solver, r *solveRequ
 	} else {
 		sctx, cancel := context.WithTimeout(ctx, solveTimeout)
 		t0 := time.Now()
-		o = w.solveOne(sctx, sv, &r.grid, solverOptions(w.opts.MaxNodes, r.first))
+		o, nodes = w.solveOne(sctx, sv, &r.grid, solverOptions(w.opts.MaxNodes, r.first))
 		cancel()
 		st.SolveTimes = []time.Duration{time.Since(t0)}
 	}
 	res := o.Result(0, key.String())
 	st.Statuses[res.Status]++
-	if err := w.respond(r.req, &res); err != nil {
+	if err := w.respond(r.req, &res, needsProof(&o, r.first, nodes)); err != nil {
 		st.Outcome, st.Err = OutcomeAbandoned, err
 	} else {
 		st.Outcome = OutcomeAcked
@@ -231,14 +232,32 @@ func solverOptions(maxNodes int64, first bool) solver.Options {
 	return solver.Options{MaxNodes: maxNodes, FirstSolution: first}
 }
 
+// needsProof reports whether a reader needs the worker's proof of o, an
+// answer to a solve request found in nodes of search (-1: unknown, from
+// the cache), to take it without a costly solve of its own: a gave_up,
+// and a unique that proves uniqueness unless it took at most
+// proof.CheapNodes (the reader's own solve of such a puzzle confirms it
+// as fast as it would check a signature: about 4 us against 60-150).
+// Other answers are checked by every reader whatever their proof.
+// Signing costs the worker about 60 us, on the reply's path.
+func needsProof(o *job.Outcome, first bool, nodes int64) bool {
+	switch o.Status {
+	case result.StatusGaveUp:
+		return true
+	case result.StatusUnique:
+		return !first && (nodes < 0 || nodes > proof.CheapNodes)
+	}
+	return false
+}
+
 // respond sends res as the JSON reply to req, with the worker's proof of
-// it (proof.Header) when it has a key.
-func (w *Worker) respond(req micro.Request, res *result.Result) error {
+// it (proof.Header) when it has a key and sign is set.
+func (w *Worker) respond(req micro.Request, res *result.Result, sign bool) error {
 	data, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("worker: encode a solve reply: %w", err)
 	}
-	if w.opts.Signer == nil {
+	if w.opts.Signer == nil || !sign {
 		return req.Respond(data)
 	}
 	return req.Respond(data, micro.WithHeaders(micro.Headers{proof.Header: {w.opts.Signer.SignReply(data)}}))

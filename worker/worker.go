@@ -812,7 +812,7 @@ func (sh *share) take(sv *solver.Solver) bool {
 	t := time.Now()
 	for k := start; k < min(start+shareChunk, len(sh.idx)); k++ {
 		it := &sh.b.Items[sh.idx[k]]
-		o := sh.w.solveOne(sh.ctx, sv, &it.Grid, sh.opts)
+		o, _ := sh.w.solveOne(sh.ctx, sv, &it.Grid, sh.opts)
 		now := time.Now()
 		sh.times[k], t = now.Sub(t), now
 		it.Kind, it.Outcome = job.Known, o
@@ -821,15 +821,16 @@ func (sh *share) take(sv *solver.Solver) bool {
 }
 
 // solveOne validates and solves g (an invalid puzzle is the solver's
-// *ParseError, made an invalid outcome by FromSolve); a panic in the
-// solver becomes the puzzle's error instead of killing the worker.
-func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, opts solver.Options) (o job.Outcome) {
+// *ParseError, made an invalid outcome by FromSolve), and returns the
+// search's nodes with the outcome; a panic in the solver becomes the
+// puzzle's error instead of killing the worker.
+func (w *Worker) solveOne(ctx context.Context, sv *solver.Solver, g *solver.Grid, opts solver.Options) (o job.Outcome, nodes int64) {
 	defer func() {
 		if p := recover(); p != nil {
 			*sv = solver.Solver{} // its state may be inconsistent
-			o = job.Outcome{Status: result.StatusGaveUp, Puzzle: *g, Error: fmt.Sprintf("solver: internal error: %v", p)}
+			o, nodes = job.Outcome{Status: result.StatusGaveUp, Puzzle: *g, Error: fmt.Sprintf("solver: internal error: %v", p)}, 0
 		}
 	}()
 	r, err := w.solve(sv, ctx, g, opts)
-	return job.FromSolve(g, r, err)
+	return job.FromSolve(g, r, err), r.Nodes
 }
