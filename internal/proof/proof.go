@@ -10,8 +10,9 @@
 //
 //   - a results message: its job id, batch index and the SHA-256 of its
 //     body, in the Sudoku-Proof header (Header);
-//   - a solve reply: the SHA-256 of its body (the puzzle and its
-//     answer), in the same header;
+//   - a solve reply a reader cannot confirm cheaply (see CheapNodes):
+//     the SHA-256 of its body (the puzzle and its answer), in the same
+//     header;
 //
 // A proof is a key id (the first 8 bytes of the SHA-256 of the public
 // key) and a signature; checking one costs about 50 us, once per message
