@@ -13,41 +13,13 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
 // The tests of this file run the producer's record logic (statuses,
 // listings, cancels, its own updates of a job's record) on a queue whose
 // jobs bucket is in memory (queue.InMemory): no server.
-
-// memJob stores the record of a new job of owner in q with the given
-// number of batches of 10 lines, in state st (Publishing, Published,
-// Finished, Cancelled or Failed), its first done batches counted.
-func memJob(t *testing.T, q *queue.Queue, owner string, batches, done int64, st job.State) job.Record {
-	t.Helper()
-	now := time.Now()
-	rec := job.NewRecord(job.NewID(owner), job.Options{}, now)
-	rec.Lines, rec.Queued, rec.Batches = 10*batches, 10*batches, batches
-	rec.Heartbeat = now.UTC()
-	for i := range done {
-		rec.AddResults(uint64(i), job.Counts{result.StatusUnique: 10}, now)
-	}
-	switch st {
-	case job.Published, job.Finished:
-		rec.Publish(now)
-	case job.Cancelled:
-		rec.Cancel(now)
-	case job.Failed:
-		rec.Fail("the test failed it", now)
-	}
-	if rec.State != st {
-		t.Fatalf("memJob: made a %s job, want %s", rec.State, st)
-	}
-	if _, err := q.Store().Create(context.Background(), &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
 
 // stateOf returns job id's state as stored.
 func stateOf(t *testing.T, q *queue.Queue, id string) job.Record {
@@ -74,7 +46,7 @@ func TestCancelInMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := queue.InMemory(queue.Options{})
-			rec := memJob(t, q, "alice", 4, tc.done, tc.was)
+			rec := testenv.MemJob(t, q, "alice", 4, tc.done, tc.was)
 			st, err := Cancel(context.Background(), q, rec.ID)
 			if err != nil || st.State != tc.want || st.ID != rec.ID {
 				t.Fatalf("Cancel = %s %s, %v; want %s", st.ID, st.State, err, tc.want)
@@ -120,7 +92,7 @@ func TestSubmissionCancelledInMemory(t *testing.T) {
 		t.Run(cause.Error(), func(t *testing.T) {
 			ctx := context.Background()
 			q := queue.InMemory(queue.Options{})
-			rec := memJob(t, q, "alice", 4, 0, job.Publishing)
+			rec := testenv.MemJob(t, q, "alice", 4, 0, job.Publishing)
 			s := memSubmission(q, rec)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -164,7 +136,7 @@ func TestSubmissionFinishesInMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			q := queue.InMemory(queue.Options{})
-			rec := memJob(t, q, "alice", 4, 0, job.Publishing)
+			rec := testenv.MemJob(t, q, "alice", 4, 0, job.Publishing)
 			s := memSubmission(q, rec)
 			for i := range tc.counted { // the workers, meanwhile
 				if _, err := q.Store().Apply(ctx, rec.ID, func(r *job.Record) error {
@@ -207,8 +179,8 @@ func TestJobsInMemory(t *testing.T) {
 	q := queue.InMemory(queue.Options{})
 	var alices []string
 	for i := range 3 {
-		alices = append(alices, memJob(t, q, "alice", 3, int64(i), job.Published).ID)
-		memJob(t, q, "bob", 1, 0, job.Publishing)
+		alices = append(alices, testenv.MemJob(t, q, "alice", 3, int64(i), job.Published).ID)
+		testenv.MemJob(t, q, "bob", 1, 0, job.Publishing)
 		time.Sleep(2 * time.Millisecond) // ids sort by the millisecond
 	}
 	broken := "alice.vvvvvvvvvvvvvvvvvvvvvvvvvv" // a valid id, newer than any
@@ -286,7 +258,7 @@ func TestFollowInMemory(t *testing.T) {
 	if _, err := Follow(ctx, q, job.NewID("alice"), none, opts); !errors.Is(err, job.ErrNotFound) {
 		t.Errorf("Follow of an unknown job: %v; want job.ErrNotFound", err)
 	}
-	failed := memJob(t, q, "alice", 2, 0, job.Failed)
+	failed := testenv.MemJob(t, q, "alice", 2, 0, job.Failed)
 	if _, err := Follow(ctx, q, failed.ID, none, opts); !errors.Is(err, ErrJobFailed) {
 		t.Errorf("Follow of a failed job: %v; want ErrJobFailed", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
+	"github.com/sudoku-queue/sudoku-queue/internal/testenv"
 	"github.com/sudoku-queue/sudoku-queue/solver"
 )
 
@@ -34,32 +35,6 @@ func memWorker(t *testing.T, q *queue.Queue, opts Options) *Worker {
 		return solver.Result{}, errors.New("not to be solved")
 	}
 	return w
-}
-
-// memJob stores the record of a new job of owner with the given number
-// of batches of 10 lines, in state st (Publishing, Published, Cancelled
-// or Failed).
-func memJob(t *testing.T, q *queue.Queue, owner string, batches int64, st job.State) job.Record {
-	t.Helper()
-	now := time.Now()
-	rec := job.NewRecord(job.NewID(owner), job.Options{}, now)
-	rec.Lines, rec.Queued, rec.Batches = 10*batches, 10*batches, batches
-	rec.Heartbeat = now.UTC()
-	switch st {
-	case job.Published:
-		rec.Publish(now)
-	case job.Cancelled:
-		rec.Cancel(now)
-	case job.Failed:
-		rec.Fail("the test failed it", now)
-	}
-	if rec.State != st {
-		t.Fatalf("memJob: made a %s job, want %s", rec.State, st)
-	}
-	if _, err := q.Store().Create(context.Background(), &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
 }
 
 // change applies fn to job id's record.
@@ -96,7 +71,7 @@ func TestCountInMemory(t *testing.T) {
 			ctx := context.Background()
 			q := queue.InMemory(queue.Options{})
 			w := memWorker(t, q, Options{})
-			rec := memJob(t, q, "alice", 3, tc.st)
+			rec := testenv.MemJob(t, q, "alice", 3, 0, tc.st)
 			for i, index := range tc.counts {
 				finished, got, err := w.count(ctx, &job.Batch{Job: rec.ID, Index: index}, job.Counts{result.StatusUnique: 10})
 				if err != nil {
@@ -162,13 +137,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestScheduleInMemory(t *testing.T) {
 	ctx := context.Background()
 	q := queue.InMemory(queue.Options{})
-	before := memJob(t, q, "alice", 2, job.Published) // there before the watch
+	before := testenv.MemJob(t, q, "alice", 2, 0, job.Published) // there before the watch
 	s := memWorker(t, q, Options{}).sched
 	watching(t, s)
 	if _, _, ok := s.record(before.ID); !ok {
 		t.Fatal("a job there before the watch is not in the schedule")
 	}
-	bobs := memJob(t, q, "bob", 3, job.Publishing)
+	bobs := testenv.MemJob(t, q, "bob", 3, 0, job.Publishing)
 	eventually(t, "a new job in the schedule", func() bool { return s.active() == 2 })
 	if p := s.pending(); p[job.PriorityNormal] != 50 {
 		t.Errorf("pending %v; want 50 lines of normal priority", p)
@@ -188,7 +163,7 @@ func TestScheduleInMemory(t *testing.T) {
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := memJob(t, q, "carol", 1, job.Published)
+			rec := testenv.MemJob(t, q, "carol", 1, 0, job.Published)
 			eventually(t, "the job in the schedule", func() bool { _, _, ok := s.record(rec.ID); return ok })
 			tc.end(rec.ID)
 			eventually(t, "the job out of the schedule", func() bool { _, ended := s.endedState(rec.ID); return ended })
@@ -214,9 +189,9 @@ func TestScheduleInMemory(t *testing.T) {
 	t.Run("over quota", func(t *testing.T) {
 		s.quota = job.Quota{JobsOpen: 1}
 		defer func() { s.quota = job.Quota{} }()
-		older := memJob(t, q, "dave", 1, job.Published)
+		older := testenv.MemJob(t, q, "dave", 1, 0, job.Published)
 		time.Sleep(2 * time.Millisecond) // ids sort by the millisecond
-		newer := memJob(t, q, "dave", 1, job.Published)
+		newer := testenv.MemJob(t, q, "dave", 1, 0, job.Published)
 		eventually(t, "dave's jobs in the schedule", func() bool { j, _ := s.usage("dave"); return j == 2 })
 		s.enforceQuota(ctx, q.Store())
 		for id, want := range map[string]job.State{older.ID: job.Published, newer.ID: job.Failed, before.ID: job.Published} {
@@ -444,7 +419,7 @@ func TestHandleEndedInMemory(t *testing.T) {
 			var o observer
 			w := memWorker(t, q, Options{Concurrency: 1, Observer: &o})
 			watching(t, w.sched)
-			rec := memJob(t, q, "alice", 1, job.Published)
+			rec := testenv.MemJob(t, q, "alice", 1, 0, job.Published)
 			eventually(t, "the job in the schedule", func() bool { _, _, ok := w.sched.record(rec.ID); return ok })
 			tc.end(t, q, rec.ID)
 			eventually(t, "the job ended in the schedule", func() bool { _, ended := w.sched.endedState(rec.ID); return ended })

@@ -10,7 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/embedded"
+	"github.com/sudoku-queue/sudoku-queue/internal/job"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
+	"github.com/sudoku-queue/sudoku-queue/internal/result"
 )
 
 // Servers are the NATS servers a JetStream test runs on: the embedded one
@@ -83,4 +85,34 @@ func (q *Queue) Env() []string {
 		"SUDOKU_QUEUE_SUBJECT_PREFIX=" + o.Prefix,
 		"SUDOKU_QUEUE_CONSUMER=" + o.Consumer,
 	}
+}
+
+// MemJob stores in q the record of a new job of owner with the given
+// number of batches of 10 lines, in state st (Publishing, Published,
+// Finished, Cancelled or Failed), its first done batches counted: the
+// record tests on the in-memory seam (queue.InMemory) start from it.
+func MemJob(t testing.TB, q *queue.Queue, owner string, batches, done int64, st job.State) job.Record {
+	t.Helper()
+	now := time.Now()
+	rec := job.NewRecord(job.NewID(owner), job.Options{}, now)
+	rec.Lines, rec.Queued, rec.Batches = 10*batches, 10*batches, batches
+	rec.Heartbeat = now.UTC()
+	for i := range done {
+		rec.AddResults(uint64(i), job.Counts{result.StatusUnique: 10}, now)
+	}
+	switch st {
+	case job.Published, job.Finished:
+		rec.Publish(now)
+	case job.Cancelled:
+		rec.Cancel(now)
+	case job.Failed:
+		rec.Fail("the test failed it", now)
+	}
+	if rec.State != st {
+		t.Fatalf("MemJob: made a %s job, want %s", rec.State, st)
+	}
+	if _, err := q.Store().Create(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
