@@ -274,6 +274,10 @@ type WorkerConfig struct {
 	// worked on; 0 means a third of Queue.AckWait (see
 	// Config.WorkerHeartbeat).
 	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	// Nice is the CPU priority a `sudoku worker` process lowers itself to
+	// (0 to 19; 0 leaves it as started): its solving then yields the cores
+	// to the servers and clients beside it (see package nice).
+	Nice int `mapstructure:"nice"`
 }
 
 // MetricsConfig is about the Prometheus and health endpoints (keys
@@ -397,6 +401,7 @@ func Default() *Config {
 		Worker: WorkerConfig{
 			ShutdownTimeout: worker.DefaultShutdownTimeout,
 			MaxNodes:        solver.DefaultMaxNodes,
+			Nice:            DefaultNice,
 		},
 		Log: LogConfig{
 			Level:  "info",
@@ -430,6 +435,11 @@ const (
 	DefaultLinesPending = 20_000_000
 	DefaultRequestBytes = 1 << 30
 )
+
+// DefaultNice is worker.nice's default: the nice command's own, a
+// priority well below the servers' and clients', so that a worker sharing
+// a machine with them leaves them the cores they ask for.
+const DefaultNice = 10
 
 // WorkerConcurrency returns the number of solving goroutines a worker
 // runs: Worker.Concurrency, or GOMAXPROCS when that is 0.

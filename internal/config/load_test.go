@@ -263,6 +263,11 @@ cache:
 		errs: []wantErr{{key: "nats.url", value: `"http://x:1"`}},
 	},
 	{
+		name: "nice out of range",
+		env:  map[string]string{"SUDOKU_WORKER_NICE": "20"},
+		errs: []wantErr{{key: "worker.nice", value: "20"}},
+	},
+	{
 		name: "every problem at once",
 		yaml: "nats:\n  urll: x\nqueue:\n  ack_wait: abc\n  replicas: 9\n",
 		env:  map[string]string{"SUDOKU_WORKER_CONCURRENCY": "-1"},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/nice"
 )
 
 // ErrUnknownKey is wrapped by the *Error for a key in the configuration
@@ -192,6 +193,9 @@ func (c Config) problems() []error {
 	p.atLeast("worker.concurrency", w.Concurrency, 0)
 	p.nonNegative("worker.shutdown_timeout", w.ShutdownTimeout)
 	p.nonNegative("worker.heartbeat", w.Heartbeat)
+	if w.Nice < 0 || w.Nice > nice.Max {
+		p.add("worker.nice", w.Nice, fmt.Sprintf("must be between 0 and %d", nice.Max))
+	}
 	if w.Heartbeat > 0 && q.AckWait > 0 && w.Heartbeat >= q.AckWait {
 		p.add("worker.heartbeat", w.Heartbeat, fmt.Sprintf("must be shorter than queue.ack_wait = %s", q.AckWait))
 	}
