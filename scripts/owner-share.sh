@@ -8,15 +8,15 @@
 # a fresh private nats-server and redis-server on free ports and WORKERS
 # `sudoku worker` processes:
 #
-#   alone:  alice POSTs a job of BIG_N of the hardest puzzles to `sudoku
-#           serve`; 1 s later bob's job of 1,000 hard puzzles, `submit
-#           --wait`, timed.
+#   alone:  alice submits a job of BIG_N of the hardest puzzles (`sudoku
+#           submit`, which returns once it is queued); 0.6 s + DELAY
+#           later bob's job of 1,000 hard puzzles, `submit --wait`, timed.
 #   split:  the same, and 0.4 s (DELAY) before bob, alice POSTs
 #           SPLIT_JOBS more jobs of 1,000 hard puzzles each, all at once.
 #
-# Alice's jobs go through the HTTP API (X-Sudoku-Owner, roles off) so that
-# her submitters cost little CPU: what is measured is the workers' turns,
-# not 20 processes starting on the same 2 cores.
+# Alice's small jobs go through the HTTP API (X-Sudoku-Owner, roles off)
+# so that her submitters cost little CPU: what is measured is the workers'
+# turns, not 20 processes starting on the same 2 cores.
 #
 # Turns are fair between owners, so bob's time should not grow with the
 # number of alice's jobs: the script prints bob's wall time in both cases
@@ -55,21 +55,25 @@ one() {
   sleep 1
   local hp; hp=$(free_port)
   "$S" serve --addr "127.0.0.1:$hp" >"$T/serve-$run-$case.log" 2>&1 & wp+=($!)
-  post() { curl -sf -o /dev/null -H 'X-Sudoku-Owner: alice' --data-binary "@$1" "http://127.0.0.1:$hp/v1/jobs"; }
+  # A refused POST (a body over serve.max_body_bytes, say) stops the run:
+  # a case without alice's work would measure nothing.
+  post() { curl -sSf -o /dev/null -H 'X-Sudoku-Owner: alice' --data-binary "@$1" "http://127.0.0.1:$hp/v1/jobs" || { echo "alice's POST of $1 failed" >&2; kill $$; }; }
   local prefix="$run-$case"
   for i in $(seq "$W"); do "$S" worker >"$T/w-$prefix-$i.log" 2>&1 & wp+=($!); done
   sleep 1.5
+  # Every file first, so that the cases differ only in alice's jobs.
   seed=$((seed + 1)); "$S" gen --from "$HARD" -n "$BIG" --seed $seed >"$T/big.txt" 2>/dev/null
-  post "$T/big.txt"
+  seed=$((seed + 1)); "$S" gen --from "$HARD" -n 1000 --seed $seed >"$T/bob.txt" 2>/dev/null
+  for j in $(seq "$SPLIT"); do
+    seed=$((seed + 1)); "$S" gen --from "$HARD" -n 1000 --seed $seed >"$T/a$j.txt" 2>/dev/null
+  done
+  # The big job through the CLI: it may be larger than a request body.
+  SUDOKU_JOB_OWNER=alice "$S" submit "$T/big.txt" >/dev/null 2>"$T/big-$run-$case.log" || { cat "$T/big-$run-$case.log" >&2; kill $$; }
   sleep 0.6
   if [ "$case" = split ]; then
-    for j in $(seq "$SPLIT"); do
-      seed=$((seed + 1)); "$S" gen --from "$HARD" -n 1000 --seed $seed >"$T/a$j.txt" 2>/dev/null
-    done
     for j in $(seq "$SPLIT"); do post "$T/a$j.txt" & done
   fi
   sleep "$DELAY"
-  seed=$((seed + 1)); "$S" gen --from "$HARD" -n 1000 --seed $seed >"$T/bob.txt" 2>/dev/null
   SUDOKU_JOB_OWNER=bob ms timeout 300 "$S" submit --wait "$T/bob.txt"
   kill "${wp[@]}" "$ns" 2>/dev/null || true
   redis-cli -p "$rp" shutdown nosave >/dev/null 2>&1 || true
