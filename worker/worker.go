@@ -32,6 +32,7 @@ import (
 
 	"github.com/sudoku-queue/sudoku-queue/internal/cache"
 	"github.com/sudoku-queue/sudoku-queue/internal/job"
+	"github.com/sudoku-queue/sudoku-queue/internal/nice"
 	"github.com/sudoku-queue/sudoku-queue/internal/proof"
 	"github.com/sudoku-queue/sudoku-queue/internal/queue"
 	"github.com/sudoku-queue/sudoku-queue/internal/result"
@@ -82,6 +83,11 @@ type Options struct {
 	// first-batch lane, takes only each job's first batch at this worker
 	// (see schedule); one more goroutine serves the solve endpoint.
 	Concurrency int
+	// Nice is the CPU priority (nice value, 0 to 19) of the handlers'
+	// threads, on Linux: their bulk solving then gives way to everything
+	// else on the machine, this worker's endpoints and its first-batch
+	// lane included (0: as the process runs).
+	Nice int
 	// MaxNodes is the solver's node budget per puzzle (0: the solver's
 	// default).
 	MaxNodes int64
@@ -130,6 +136,8 @@ type Worker struct {
 	mf      manifestCache
 	sched   *schedule
 	counted countedBatches // each job's last batches counted
+	// niceOnce logs once that Options.Nice could not be applied.
+	niceOnce sync.Once
 
 	commits    chan struct{}  // a token per batch waiting for its round trips
 	committing sync.WaitGroup // batches being committed
@@ -294,6 +302,16 @@ func (w *Worker) Run(ctx context.Context) error {
 // of the first-batch lane (first) takes only a job's first batch at this
 // worker, and helps no other: it is there to start a job at once.
 func (w *Worker) serveBatches(ctx, work context.Context, first bool) {
+	if !first && w.opts.Nice > 0 {
+		// Never unlocked: the thread ends with the handler, so no other
+		// goroutine runs at its priority.
+		runtime.LockOSThread()
+		if err := nice.Thread(w.opts.Nice); err != nil {
+			w.niceOnce.Do(func() {
+				w.log.Warn("worker: the handlers solve at the process's priority", "nice", w.opts.Nice, "err", err)
+			})
+		}
+	}
 	var sv solver.Solver
 	help := w.help
 	if first {

@@ -37,6 +37,7 @@ func WorkerOptions(cfg *config.Config, log *slog.Logger) worker.Options {
 	return worker.Options{
 		Concurrency:     cfg.WorkerConcurrency(),
 		MaxNodes:        cfg.Worker.MaxNodes,
+		Nice:            cfg.Worker.Nice,
 		Heartbeat:       cfg.WorkerHeartbeat(),
 		NakDelays:       cfg.Queue.Backoff,
 		ShutdownTimeout: cfg.Worker.ShutdownTimeout,

@@ -16,7 +16,6 @@ import (
 	"github.com/sudoku-queue/sudoku-queue/internal/app"
 	"github.com/sudoku-queue/sudoku-queue/internal/config"
 	"github.com/sudoku-queue/sudoku-queue/internal/metrics"
-	"github.com/sudoku-queue/sudoku-queue/internal/nice"
 )
 
 func init() { addCommand(newWorkerCmd) }
@@ -52,11 +51,6 @@ closes its connections and exits 0.`,
 			defer conn.Close()
 			logStart(log, "sudoku worker starting", cfg, "version", app.ServiceVersion(), "stream", cfg.Queue.Stream,
 				"concurrency", cfg.WorkerConcurrency(), "nice", cfg.Worker.Nice)
-			// This process only solves: its work gives way to the servers
-			// and clients on the same machine (worker.nice).
-			if err := nice.Lower(cfg.Worker.Nice); err != nil {
-				log.Warn("worker: cannot lower the CPU priority; solving at the one it has", "worker.nice", cfg.Worker.Nice, "err", err)
-			}
 			ctx := cmd.Context()
 
 			var m *metrics.Worker

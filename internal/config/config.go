@@ -274,9 +274,10 @@ type WorkerConfig struct {
 	// worked on; 0 means a third of Queue.AckWait (see
 	// Config.WorkerHeartbeat).
 	Heartbeat time.Duration `mapstructure:"heartbeat"`
-	// Nice is the CPU priority a `sudoku worker` process lowers itself to
-	// (0 to 19; 0 leaves it as started): its solving then yields the cores
-	// to the servers and clients beside it (see package nice).
+	// Nice is the CPU priority (0 to 19; 0: as the process runs) of a
+	// worker's batch handlers' threads, on Linux: their bulk solving then
+	// yields the cores to the servers and clients beside it, and to the
+	// worker's own endpoints (see package nice).
 	Nice int `mapstructure:"nice"`
 }
 

@@ -1,8 +1,8 @@
-//go:build unix && !linux
+//go:build !linux
 
 package nice
 
-import "golang.org/x/sys/unix"
+func thread(int) error { return ErrUnsupported }
 
-// lower sets n on the process, which its threads share.
-func lower(n int) error { return unix.Setpriority(unix.PRIO_PROCESS, 0, n) }
+// Of returns the nice value of thread tid: unknown here.
+func Of(int) (int, error) { return 0, ErrUnsupported }
